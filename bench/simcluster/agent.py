@@ -1,0 +1,275 @@
+"""The node agent: what the kubelets of a cluster would do to pods, without kubelets.
+
+* A pod bound to a node becomes Running and Ready ``ready_delay`` seconds
+  later (status written through the pods/status subresource, so watchers see
+  exactly what a kubelet's status updates look like).
+* With ``run_time``, a running pod whose restartPolicy is not Always
+  Succeeds after that long (an Always pod would just restart its container).
+* A pod can be made to fail: ``fail_rate`` of pods, or any pod annotated
+  ``simcluster.tandem.dev/fail: "true"``, goes to Failed instead of Running;
+  ``simcluster.tandem.dev/never-ready: "true"`` runs but never turns Ready;
+  ``simcluster.tandem.dev/run-seconds`` overrides run_time per pod.
+* A graceful delete completes after ``termination_delay`` (at most the
+  grace period): the kubelet's final delete with gracePeriodSeconds=0.
+* Pods on a node that is deleted, or bound to a node that never existed,
+  fail with a DisruptionTarget condition (reason DeletionByPodGC), as the
+  pod garbage collector marks them.
+
+It reads the store directly (a cursor over the pods and nodes tables), not
+over HTTP: it is part of the simulated cluster, not a client of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import random
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from bench.simcluster import errors
+from bench.simcluster.resources import lookup
+from bench.simcluster.store import DELETED, MATCH_ALL, Dropped, Store, Watcher
+
+log = logging.getLogger("simcluster.agent")
+
+PODS = lookup("", "v1", "pods")
+NODES = lookup("", "v1", "nodes")
+
+FAIL = "simcluster.tandem.dev/fail"
+NEVER_READY = "simcluster.tandem.dev/never-ready"
+RUN_SECONDS = "simcluster.tandem.dev/run-seconds"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    ready_delay: float = 1.0
+    run_time: float = 0.0          # 0: pods run until deleted
+    fail_rate: float = 0.0         # fraction of pods that fail instead of starting
+    termination_delay: float = 0.2  # graceful deletes finish after min(this, grace)
+    tick: float = 0.02             # how often due actions are checked
+    seed: int | None = None
+
+
+class NodeAgent:
+    def __init__(self, store: Store, config: AgentConfig) -> None:
+        self.store = store
+        self.config = config
+        self._rng = random.Random(config.seed)
+        self._due: list[tuple[float, int, str, tuple[str, str], str]] = []  # (when, seq, action, key, uid)
+        self._seq = 0
+        self._planned: dict[tuple[str, str], str] = {}  # pod key -> action already planned
+        self._task: asyncio.Task[None] | None = None
+        self.started = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="simcluster-node-agent")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+
+    # ------------------------------------------------------------------ loop
+
+    async def _run(self) -> None:
+        pods = nodes = None
+        while True:
+            try:
+                if pods is None or nodes is None:
+                    pods, nodes = self._resync()
+                self._drain(pods, nodes)
+                self._act(time.monotonic())
+                await asyncio.sleep(self.config.tick)
+            except Dropped:
+                pods = nodes = None  # fell behind the watch window: rescan everything
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("node agent step failed; continuing")
+                await asyncio.sleep(0.5)
+
+    def _resync(self) -> tuple[Watcher, Watcher]:
+        rv = str(self.store.rv)
+        pods = self.store.watcher(PODS, "", MATCH_ALL, rv, send_initial=False)
+        nodes = self.store.watcher(NODES, "", MATCH_ALL, rv, send_initial=False)
+        for entry in list(self.store.table(PODS).objects.values()):
+            self._on_pod(entry.obj())
+        return pods, nodes
+
+    def _drain(self, pods: Watcher, nodes: Watcher) -> None:
+        while True:
+            batch = nodes.poll()
+            for type_, entry in batch:
+                if type_ == DELETED:
+                    self._node_gone(entry.key[1])
+            pbatch = pods.poll()
+            for type_, entry in pbatch:
+                if type_ == DELETED:
+                    self._planned.pop(entry.key, None)
+                elif entry.fields["spec.nodeName"]:
+                    self._on_pod(entry.obj())
+            if not batch and not pbatch:
+                return
+
+    def _plan(self, delay: float, action: str, key: tuple[str, str], uid: str) -> None:
+        self._planned[key] = action
+        self._seq += 1
+        heapq.heappush(self._due, (time.monotonic() + delay, self._seq, action, key, uid))
+
+    def _on_pod(self, pod: dict[str, Any]) -> None:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        if not spec.get("nodeName"):
+            return
+        key = (meta["namespace"], meta["name"])
+        planned = self._planned.get(key)
+        if meta.get("deletionTimestamp"):
+            if planned != "finish":
+                grace = meta.get("deletionGracePeriodSeconds") or 0
+                self._plan(min(self.config.termination_delay, grace), "finish", key, meta["uid"])
+            return
+        phase = status.get("phase")
+        if phase == "Pending" and planned is None:
+            self._plan(self.config.ready_delay, "start", key, meta["uid"])
+        elif phase == "Running" and planned in (None, "start"):
+            run = self._run_time(pod)
+            if run > 0 and spec.get("restartPolicy") != "Always":
+                self._plan(run, "complete", key, meta["uid"])
+            else:
+                self._planned[key] = "running"
+
+    def _run_time(self, pod: dict[str, Any]) -> float:
+        ann = pod["metadata"].get("annotations") or {}
+        if RUN_SECONDS in ann:
+            try:
+                return float(ann[RUN_SECONDS])
+            except ValueError:
+                log.warning("pod %s/%s: annotation %s=%r is not a number; using run_time",
+                            pod["metadata"]["namespace"], pod["metadata"]["name"], RUN_SECONDS, ann[RUN_SECONDS])
+        return self.config.run_time
+
+    def _act(self, now: float) -> None:
+        due = self._due
+        while due and due[0][0] <= now:
+            _, _, action, key, uid = heapq.heappop(due)
+            if self._planned.get(key) != action:
+                continue
+            pod = self.store.get_obj(PODS, key[0], key[1])
+            if pod is None or pod["metadata"].get("uid") != uid:
+                self._planned.pop(key, None)
+                continue
+            try:
+                if action == "start":
+                    self._start(pod)
+                elif action == "complete":
+                    self._finish_run(pod, "Succeeded", 0, "Completed")
+                elif action == "finish":
+                    self.store.delete(PODS, key[0], key[1], grace=0, preconditions={"uid": uid})
+            except errors.APIError as exc:
+                if exc.code not in (404, 409):
+                    log.warning("node agent: %s of pod %s/%s failed: %s", action, key[0], key[1], exc.message)
+
+    # ------------------------------------------------------------------ status writes
+
+    def _start(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        node = spec["nodeName"]
+        if self.store.get_obj(NODES, "", node) is None:
+            self._gc(pod, f"PodGC: node {node} no longer exists")
+            return
+        ann = meta.get("annotations") or {}
+        if ann.get(FAIL) == "true" or (self.config.fail_rate and self._rng.random() < self.config.fail_rate):
+            self._finish_run(pod, "Failed", 1, "Error")
+            return
+        now = self.store.now()
+        ready = "False" if ann.get(NEVER_READY) == "true" else "True"
+        status = pod.setdefault("status", {})
+        status["phase"] = "Running"
+        status["hostIP"] = _node_ip(node)
+        status["hostIPs"] = [{"ip": status["hostIP"]}]
+        status["podIP"] = _pod_ip(meta["uid"])
+        status["podIPs"] = [{"ip": status["podIP"]}]
+        status["startTime"] = now
+        _set_conditions(status, now, {"PodReadyToStartContainers": "True", "Initialized": "True",
+                                      "Ready": ready, "ContainersReady": ready})
+        status["containerStatuses"] = [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": ready == "True",
+             "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}},
+             "containerID": f"sim://{meta['uid'][:8]}-{c['name']}"}
+            for c in spec.get("containers", [])]
+        self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
+        self.started += 1
+
+    def _finish_run(self, pod: dict[str, Any], phase: str, code: int, reason: str) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        now = self.store.now()
+        status = pod.setdefault("status", {})
+        status["phase"] = phase
+        status.setdefault("startTime", now)
+        _set_conditions(status, now, {"Ready": "False", "ContainersReady": "False"}, reason="PodCompleted")
+        status["containerStatuses"] = [
+            {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False, "started": False,
+             "restartCount": 0, "state": {"terminated": {"exitCode": code, "reason": reason,
+                                                         "startedAt": status["startTime"], "finishedAt": now}}}
+            for c in spec.get("containers", [])]
+        self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
+        if phase == "Failed":
+            self.failed += 1
+
+    def _gc(self, pod: dict[str, Any], message: str) -> None:
+        meta = pod["metadata"]
+        status = pod.setdefault("status", {})
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return
+        now = self.store.now()
+        status["phase"] = "Failed"
+        _set_conditions(status, now, {"DisruptionTarget": "True", "Ready": "False"},
+                        reason="DeletionByPodGC", message=message)
+        self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
+        self._planned[(meta["namespace"], meta["name"])] = "failed"
+        self.failed += 1
+
+    def _node_gone(self, node: str) -> None:
+        for entry in list(self.store.table(PODS).objects.values()):
+            if entry.fields["spec.nodeName"] == node:
+                try:
+                    self._gc(entry.obj(), f"PodGC: node {node} no longer exists")
+                except errors.APIError as exc:
+                    log.warning("node agent: failing pod %s/%s: %s", *entry.key, exc.message)
+
+
+def _set_conditions(status: dict[str, Any], now: str, want: dict[str, str], reason: str = "",
+                    message: str = "") -> None:
+    conditions = status.setdefault("conditions", [])
+    by_type = {c.get("type"): c for c in conditions}
+    for ctype, value in want.items():
+        c = by_type.get(ctype)
+        if c is None:
+            c = {"type": ctype, "status": value, "lastProbeTime": None, "lastTransitionTime": now}
+            conditions.append(c)
+        elif c.get("status") != value:
+            c["status"] = value
+            c["lastTransitionTime"] = now
+        if reason and value != "True" or ctype == "DisruptionTarget":
+            if reason:
+                c["reason"] = reason
+            if message:
+                c["message"] = message
+
+
+def _node_ip(node: str) -> str:
+    h = zlib.crc32(node.encode())
+    return f"10.{(h >> 16) & 0xFF}.{(h >> 8) & 0xFF}.{h & 0xFF or 1}"
+
+
+def _pod_ip(uid: str) -> str:
+    h = zlib.crc32(uid.encode())
+    return f"172.{16 + ((h >> 16) & 0x0F)}.{(h >> 8) & 0xFF}.{h & 0xFF or 1}"

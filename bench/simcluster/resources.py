@@ -1,0 +1,215 @@
+"""The API resources the simulated cluster serves, and what is special about each.
+
+A :class:`ResourceType` says where a resource lives in the URL space
+(group, version, plural), how discovery describes it, which field selectors
+it supports, whether it has a status subresource, and which per-kind rules
+(defaulting, validation, strategic merge) apply. The store and the HTTP
+layer stay generic and ask this table.
+
+``events.k8s.io/v1`` events are a *view* of the core/v1 events: both share
+one storage table, as in kube-apiserver, and the view converts on the way in
+and out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+def _meta_fields(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj.get("metadata") or {}
+    return {"metadata.name": meta.get("name", ""), "metadata.namespace": meta.get("namespace", "")}
+
+
+def _pod_fields(obj: dict[str, Any]) -> dict[str, str]:
+    f = _meta_fields(obj)
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    f["spec.nodeName"] = spec.get("nodeName") or ""
+    f["spec.schedulerName"] = spec.get("schedulerName") or ""
+    f["spec.restartPolicy"] = spec.get("restartPolicy") or ""
+    f["spec.serviceAccountName"] = spec.get("serviceAccountName") or ""
+    f["spec.hostNetwork"] = "true" if spec.get("hostNetwork") else "false"
+    f["status.phase"] = status.get("phase") or ""
+    f["status.podIP"] = status.get("podIP") or ""
+    f["status.nominatedNodeName"] = status.get("nominatedNodeName") or ""
+    return f
+
+
+def _node_fields(obj: dict[str, Any]) -> dict[str, str]:
+    f = _meta_fields(obj)
+    f["spec.unschedulable"] = "true" if (obj.get("spec") or {}).get("unschedulable") else "false"
+    return f
+
+
+def _namespace_fields(obj: dict[str, Any]) -> dict[str, str]:
+    f = _meta_fields(obj)
+    f["status.phase"] = (obj.get("status") or {}).get("phase") or ""
+    return f
+
+
+_EVENT_OBJECT_FIELDS = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+
+
+def _event_fields(obj: dict[str, Any]) -> dict[str, str]:
+    f = _meta_fields(obj)
+    involved = obj.get("involvedObject") or {}
+    for k in _EVENT_OBJECT_FIELDS:
+        f[f"involvedObject.{k}"] = str(involved.get(k) or "")
+    f["reason"] = obj.get("reason") or ""
+    f["reportingComponent"] = obj.get("reportingComponent") or ""
+    f["source"] = ((obj.get("source") or {}).get("component")) or ""
+    f["type"] = obj.get("type") or ""
+    return f
+
+
+def _events_v1_fields(obj: dict[str, Any]) -> dict[str, str]:
+    # events.k8s.io/v1 selects on its own field names; the object here is
+    # already in that shape (the watch/list path converts before matching).
+    f = _meta_fields(obj)
+    regarding = obj.get("regarding") or {}
+    for k in _EVENT_OBJECT_FIELDS:
+        f[f"regarding.{k}"] = str(regarding.get(k) or "")
+    f["reason"] = obj.get("reason") or ""
+    f["reportingController"] = obj.get("reportingController") or ""
+    f["type"] = obj.get("type") or ""
+    return f
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()  # "status", "binding"
+    fields: Callable[[dict[str, Any]], dict[str, str]] = _meta_fields
+    field_names: frozenset[str] = frozenset({"metadata.name", "metadata.namespace"})
+    generation: bool = False          # metadata.generation bumps on spec changes
+    create_keeps_status: bool = True  # False: status in a create body is dropped
+    strategic: bool = True            # built-in types accept strategic-merge-patch
+    storage: tuple[str, str] | None = None  # (group, plural) of the table this is a view of
+    to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    from_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return self.kind + "List"
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """The storage table this resource reads and writes."""
+        return self.storage or (self.group, self.plural)
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    def qualified(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+def _fieldset(fn: Callable[[dict[str, Any]], dict[str, str]]) -> frozenset[str]:
+    return frozenset(fn({}).keys())
+
+
+def _events_from_view(obj: dict[str, Any]) -> dict[str, Any]:
+    from bench.simcluster.convert import event_from_events_v1
+    return event_from_events_v1(obj)
+
+
+def _events_to_view(obj: dict[str, Any]) -> dict[str, Any]:
+    from bench.simcluster.convert import event_to_events_v1
+    return event_to_events_v1(obj)
+
+
+RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType("", "v1", "namespaces", "Namespace", False, "namespace", ("ns",),
+                 subresources=("status",), fields=_namespace_fields,
+                 field_names=_fieldset(_namespace_fields)),
+    ResourceType("", "v1", "nodes", "Node", False, "node", ("no",),
+                 subresources=("status",), fields=_node_fields, field_names=_fieldset(_node_fields)),
+    ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), ("all",),
+                 subresources=("status", "binding"), fields=_pod_fields,
+                 field_names=_fieldset(_pod_fields), generation=True, create_keeps_status=False),
+    ResourceType("", "v1", "events", "Event", True, "event", ("ev",),
+                 fields=_event_fields, field_names=_fieldset(_event_fields)),
+    ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, "persistentvolume",
+                 ("pv",), subresources=("status",), create_keeps_status=False),
+    ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True,
+                 "persistentvolumeclaim", ("pvc",), subresources=("status",),
+                 create_keeps_status=False),
+    ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",),
+                 fields=_events_v1_fields, field_names=_fieldset(_events_v1_fields),
+                 storage=("", "events"), to_view=_events_to_view, from_view=_events_from_view),
+    ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, "storageclass",
+                 ("sc",)),
+    ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
+                 "poddisruptionbudget", ("pdb",), subresources=("status",), generation=True,
+                 create_keeps_status=False),
+    ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False,
+                 "priorityclass", ("pc",)),
+    ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, "podgroup",
+                 ("pg", "pgs"), subresources=("status",), generation=True,
+                 create_keeps_status=False, strategic=False),
+)
+
+BY_PATH: dict[tuple[str, str, str], ResourceType] = {
+    (r.group, r.version, r.plural): r for r in RESOURCES
+}
+
+GROUPS: dict[str, list[str]] = {}
+for _r in RESOURCES:
+    GROUPS.setdefault(_r.group, [])
+    if _r.version not in GROUPS[_r.group]:
+        GROUPS[_r.group].append(_r.version)
+
+
+def lookup(group: str, version: str, plural: str) -> ResourceType | None:
+    return BY_PATH.get((group, version, plural))
+
+
+def by_kind(kind: str) -> ResourceType | None:
+    for r in RESOURCES:
+        if r.kind == kind and r.storage is None:
+            return r
+    return None
+
+
+def discovery_resources(group: str, version: str) -> list[dict[str, Any]]:
+    """APIResourceList.resources for /api/v1 or /apis/GROUP/VERSION."""
+    out: list[dict[str, Any]] = []
+    for r in RESOURCES:
+        if r.group != group or r.version != version:
+            continue
+        entry: dict[str, Any] = {
+            "name": r.plural,
+            "singularName": r.singular,
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": list(STANDARD_VERBS),
+        }
+        if r.short_names:
+            entry["shortNames"] = list(r.short_names)
+        if r.categories:
+            entry["categories"] = list(r.categories)
+        out.append(entry)
+        for sub in r.subresources:
+            verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
+            kind = "Binding" if sub == "binding" else r.kind
+            out.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                        "kind": kind, "verbs": verbs})
+    return out
+

@@ -1,0 +1,865 @@
+"""The simulated cluster's object store: kube-apiserver's storage semantics in memory.
+
+What a scheduler can observe of kube-apiserver + etcd is reproduced here:
+one global resourceVersion that every write bumps; uid, creationTimestamp,
+generation and deletionTimestamp set as the real registry sets them;
+optimistic concurrency (409 Conflict on a stale resourceVersion); graceful
+deletion of pods on nodes and finalizers; status subresources that never
+change spec and spec writes that never change status; the pods/binding
+subresource; consistent paginated lists; and a watch cache from which a
+watch resumes at any resourceVersion still in the retained window (older
+ones get 410 Expired).
+
+Layout, chosen for speed and memory:
+
+* An object is stored as an :class:`Entry`: its JSON bytes plus the few
+  things selectors look at (labels, selectable fields). A list response is a
+  join of stored bytes; a watch event is the stored bytes in an envelope.
+  Writes parse, change and re-serialize one object (orjson: microseconds).
+* Each table keeps an append-only event log, trimmed to ``window`` events.
+  A watcher is a cursor into that log, not a queue: a slow reader costs no
+  memory, and one that falls out of the window is dropped, as kube-apiserver
+  drops an unresponsive watcher; it then resumes from its last
+  resourceVersion or relists on 410, exactly as against the real server.
+
+Everything here is synchronous and runs on the event loop thread, so a
+write is atomic with respect to every reader. Nothing may await in here
+except :meth:`Watcher.next`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import bisect
+import copy
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import orjson
+
+from bench.simcluster import errors
+from bench.simcluster.resources import RESOURCES, ResourceType, by_kind, lookup
+
+Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
+EMPTY: dict[str, str] = {}
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+_TYPE_BYTES = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED, DELETED)}
+
+# generateName suffix alphabet of apiserver's names.SimpleNameGenerator
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+_TERMINAL = ("Succeeded", "Failed")
+
+
+def rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+class Entry:
+    """One stored object version. Immutable once built; ``raw`` is the JSON served."""
+
+    __slots__ = ("raw", "labels", "fields", "rv", "key", "uid")
+
+    def __init__(self, raw: bytes, labels: dict[str, str], fields: dict[str, str], rv: int,
+                 key: Key, uid: str) -> None:
+        self.raw = raw
+        self.labels = labels
+        self.fields = fields
+        self.rv = rv
+        self.key = key
+        self.uid = uid
+
+    def obj(self) -> dict[str, Any]:
+        return orjson.loads(self.raw)
+
+
+class Event:
+    __slots__ = ("rv", "type", "new", "old")
+
+    def __init__(self, rv: int, type_: str, new: Entry, old: Entry | None) -> None:
+        self.rv = rv
+        self.type = type_
+        self.new = new    # for DELETED: the object's last state, stamped with the delete's rv
+        self.old = old    # the previous version (None for ADDED)
+
+
+class Table:
+    """All objects of one storage resource, and its watch cache."""
+
+    __slots__ = ("rt", "objects", "log", "base", "window_start", "waiter", "_sorted")
+
+    def __init__(self, rt: ResourceType) -> None:
+        self.rt = rt
+        self.objects: dict[Key, Entry] = {}
+        self.log: list[Event] = []
+        self.base = 0              # absolute sequence number of log[0]
+        self.window_start = 0      # every event with rv > window_start is still in the log
+        self.waiter: asyncio.Future[None] | None = None
+        self._sorted: list[Key] | None = None
+
+    def sorted_keys(self) -> list[Key]:
+        if self._sorted is None:
+            self._sorted = sorted(self.objects)
+        return self._sorted
+
+    def end(self) -> int:
+        return self.base + len(self.log)
+
+
+@dataclass(slots=True)
+class ListResult:
+    entries: list[Entry]
+    rv: int
+    cont: str = ""
+    remaining: int | None = None
+
+
+class Dropped(Exception):
+    """The watcher fell out of the retained window (or the window was compacted)."""
+
+
+Selector = Callable[[Any], bool]
+
+
+def MATCH_ALL(_: Any) -> bool:
+    """The empty selector. Identity matters: lists count remaining items only for it."""
+    return True
+
+
+class Store:
+    """The whole cluster state. ``window`` is the number of events each resource retains."""
+
+    def __init__(self, window: int = 20_000, clock: Callable[[], float] = time.time) -> None:
+        self.window = window
+        self.clock = clock
+        self.rv = 0
+        self.tables: dict[tuple[str, str], Table] = {}
+        for rt in RESOURCES:
+            if rt.storage is None:
+                self.tables[rt.key] = Table(rt)
+        self._ts_cache = (0, "")
+        self._bootstrap()
+
+    # ------------------------------------------------------------------ helpers
+
+    def table(self, rt: ResourceType) -> Table:
+        return self.tables[rt.key]
+
+    def now(self) -> str:
+        t = int(self.clock())
+        if self._ts_cache[0] != t:
+            self._ts_cache = (t, rfc3339(t))
+        return self._ts_cache[1]
+
+    def _bootstrap(self) -> None:
+        ns_rt = lookup("", "v1", "namespaces")
+        for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.create(ns_rt, "", {"metadata": {"name": ns}})
+        pc_rt = lookup("scheduling.k8s.io", "v1", "priorityclasses")
+        for name, value in (("system-node-critical", 2000001000), ("system-cluster-critical", 2000000000)):
+            self.create(pc_rt, "", {"metadata": {"name": name}, "value": value,
+                                    "description": "Used for system critical pods that must run in the cluster, "
+                                                   "but can be moved to another node if necessary." if name.endswith("cluster-critical")
+                                    else "Used for system critical pods that must not be moved from their current node.",
+                                    "preemptionPolicy": "PreemptLowerPriority"})
+
+    def _entry(self, rt: ResourceType, obj: dict[str, Any], rv: int) -> Entry:
+        meta = obj["metadata"]
+        meta["resourceVersion"] = str(rv)
+        raw = orjson.dumps(obj)
+        key = (meta.get("namespace", "") if rt.namespaced else "", meta["name"])
+        return Entry(raw, meta.get("labels") or EMPTY, rt.fields(obj), rv, key, meta.get("uid", ""))
+
+    def _append(self, table: Table, ev: Event) -> None:
+        table.log.append(ev)
+        if len(table.log) > self.window + (self.window >> 2):
+            cut = len(table.log) - self.window
+            table.window_start = table.log[cut - 1].rv
+            del table.log[:cut]
+            table.base += cut
+        w = table.waiter
+        if w is not None:
+            table.waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    def _commit(self, table: Table, obj: dict[str, Any], type_: str, old: Entry | None) -> Entry:
+        self.rv += 1
+        entry = self._entry(table.rt, obj, self.rv)
+        if type_ == DELETED:
+            del table.objects[entry.key]
+            table._sorted = None
+        else:
+            if old is None:
+                table._sorted = None
+            table.objects[entry.key] = entry
+        self._append(table, Event(self.rv, type_, entry, old))
+        return entry
+
+    def compact(self) -> None:
+        """Forget all history: every watch or list at an older resourceVersion now gets 410."""
+        for table in self.tables.values():
+            table.window_start = self.rv
+            table.base += len(table.log)
+            table.log.clear()
+            w = table.waiter
+            if w is not None:
+                table.waiter = None
+                if not w.done():
+                    w.set_result(None)
+
+    def _require(self, table: Table, ns: str, name: str) -> Entry:
+        entry = table.objects.get((ns, name))
+        if entry is None:
+            rt = table.rt
+            raise errors.not_found(rt.plural, name, rt.group)
+        return entry
+
+    def _check_namespace(self, rt: ResourceType, ns: str, name: str) -> None:
+        entry = self.tables[("", "namespaces")].objects.get(("", ns))
+        if entry is None:
+            raise errors.not_found("namespaces", ns)
+        if entry.fields.get("status.phase") == "Terminating":
+            raise errors.forbidden(rt.plural, name,
+                                   f"unable to create new content in namespace {ns} because it is being terminated",
+                                   rt.group)
+
+    # ------------------------------------------------------------------ reads
+
+    def get(self, rt: ResourceType, ns: str, name: str) -> Entry:
+        return self._require(self.table(rt), ns if rt.namespaced else "", name)
+
+    def get_obj(self, rt: ResourceType, ns: str, name: str) -> dict[str, Any] | None:
+        entry = self.table(rt).objects.get((ns if rt.namespaced else "", name))
+        return None if entry is None else entry.obj()
+
+    def list(self, rt: ResourceType, ns: str = "", match: Selector = MATCH_ALL, limit: int = 0,
+             cont: str = "", rv: str = "", rv_match: str = "") -> ListResult:
+        table = self.table(rt)
+        start_key = ""
+        if cont:
+            if rv:
+                raise errors.bad_request("specifying resource version is not allowed when using continue")
+            snap_rv, start_key = _decode_continue(cont)
+            snapshot = self._snapshot(table, snap_rv, expired_msg=_CONTINUE_EXPIRED)
+        elif rv and rv != "0":
+            want = _parse_rv(rv)
+            if rv_match == "Exact":
+                snap_rv = want
+                snapshot = self._snapshot(table, want, expired_msg=
+                                          f"The resourceVersion for the provided list is too old.")
+            else:
+                if want > self.rv:
+                    raise errors.APIError(504, "Timeout",
+                                          f"Too large resource version: {want}, current: {self.rv}",
+                                          {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                       "message": "Too large resource version"}],
+                                           "retryAfterSeconds": 1})
+                snap_rv, snapshot = self.rv, None
+        else:
+            if rv_match == "Exact":
+                raise errors.bad_request("resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"" if rv
+                                         else "resourceVersionMatch is forbidden unless resourceVersion is provided")
+            snap_rv, snapshot = self.rv, None
+
+        if snapshot is None:
+            objects = table.objects
+            keys = table.sorted_keys()
+        else:
+            objects = snapshot
+            keys = sorted(snapshot)
+        i = 0
+        if start_key:
+            i = bisect.bisect_left(keys, _split_key(start_key))
+        if ns and table.rt.namespaced:
+            lo = bisect.bisect_left(keys, (ns, ""), lo=i)
+            hi = bisect.bisect_left(keys, (ns + "\x00", ""), lo=lo)
+        else:
+            lo, hi = i, len(keys)
+        out: list[Entry] = []
+        n = lo
+        while n < hi:
+            e = objects[keys[n]]
+            n += 1
+            if match(e):
+                out.append(e)
+                if limit and len(out) >= limit:
+                    break
+        result = ListResult(out, snap_rv)
+        if limit and len(out) >= limit and n < hi:
+            # more may follow: the token pins the snapshot, as etcd's does
+            last = out[-1].key
+            result.cont = _encode_continue(snap_rv, f"{last[0]}/{last[1]}\x00")
+            if match is MATCH_ALL:
+                result.remaining = hi - n
+        return result
+
+    def _snapshot(self, table: Table, at: int, expired_msg: str) -> dict[Key, Entry]:
+        """The table's objects as they were at resourceVersion ``at``, from the watch cache."""
+        if at < table.window_start:
+            raise errors.expired(expired_msg)
+        if at > self.rv:
+            raise errors.APIError(504, "Timeout", f"Too large resource version: {at}, current: {self.rv}")
+        log = table.log
+        i = bisect.bisect_right(log, at, key=lambda ev: ev.rv)
+        if i == len(log):
+            return table.objects
+        older: dict[Key, Entry | None] = {}
+        for ev in log[i:]:
+            k = ev.new.key
+            if k not in older:
+                older[k] = ev.old
+        snap = dict(table.objects)
+        for k, e in older.items():
+            if e is None:
+                snap.pop(k, None)
+            else:
+                snap[k] = e
+        return snap
+
+    def lookup_priority_class(self, name: str) -> dict[str, Any] | None:
+        entry = self.tables[("scheduling.k8s.io", "priorityclasses")].objects.get(("", name))
+        return None if entry is None else entry.obj()
+
+    def default_priority_class(self) -> dict[str, Any] | None:
+        for entry in self.tables[("scheduling.k8s.io", "priorityclasses")].objects.values():
+            obj = entry.obj()
+            if obj.get("globalDefault"):
+                return obj
+        return None
+
+    # ------------------------------------------------------------------ writes
+
+    def create(self, rt: ResourceType, ns: str, obj: Any, dry_run: bool = False) -> Entry:
+        obj = self._decode_body(rt, obj)
+        table = self.table(rt)
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        elif not isinstance(meta, dict):
+            raise errors.bad_request(f"{rt.kind} in version \"{rt.version}\" cannot be handled as a {rt.kind}: "
+                                     f"metadata must be an object")
+        if rt.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns and ns and body_ns != ns:
+                raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+            ns = ns or body_ns or "default"
+            meta["namespace"] = ns
+        else:
+            meta.pop("namespace", None)
+            ns = ""
+        name = meta.get("name")
+        if not name and meta.get("generateName"):
+            name = meta["generateName"] + "".join(random.choices(_NAME_ALPHABET, k=5))
+            meta["name"] = name
+        if not name or not isinstance(name, str):
+            raise errors.invalid(rt.kind, "", [errors.required("metadata.name", "name or generateName is required")],
+                                 rt.group)
+        if rt.namespaced:
+            self._check_namespace(rt, ns, name)
+        if (ns, name) in table.objects:
+            raise errors.already_exists(rt.plural, name, rt.group)
+
+        # system fields, as rest.FillObjectMetaSystemFields and the registry do
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = self.now()
+        meta.pop("resourceVersion", None)
+        meta.pop("deletionTimestamp", None)
+        meta.pop("deletionGracePeriodSeconds", None)
+        meta.pop("selfLink", None)
+        if rt.generation:
+            meta["generation"] = 1
+        else:
+            meta.pop("generation", None)
+        if not rt.create_keeps_status:
+            obj.pop("status", None)
+        self._prepare_create(rt, obj)
+        causes = _validate_meta(obj, rt)
+        causes += self._validate_create(rt, obj)
+        if causes:
+            raise errors.invalid(rt.kind, name, causes, rt.group)
+        if dry_run:
+            return self._entry(rt, obj, self.rv)
+        return self._commit(table, obj, ADDED, None)
+
+    def update(self, rt: ResourceType, ns: str, name: str, body: Any, subresource: str = "",
+               dry_run: bool = False) -> Entry:
+        body = self._decode_body(rt, body)
+        table = self.table(rt)
+        ns = ns if rt.namespaced else ""
+        cur = self._require(table, ns, name)
+        return self._update(rt, table, cur, cur.obj(), body, subresource, dry_run)
+
+    def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: bytes,
+              subresource: str = "", dry_run: bool = False) -> Entry:
+        from bench.simcluster import patch as patching  # keeps import cost off the CLI start
+
+        table = self.table(rt)
+        ns = ns if rt.namespaced else ""
+        cur = self._require(table, ns, name)
+        old = cur.obj()
+        view = rt.to_view(old) if rt.to_view else old
+        try:
+            doc = orjson.loads(patch)
+        except orjson.JSONDecodeError as exc:
+            raise errors.bad_request(f"error decoding patch: {exc}") from None
+        try:
+            if content_type == "application/merge-patch+json":
+                new = patching.merge_patch(view, doc)
+            elif content_type == "application/json-patch+json":
+                new = patching.json_patch(view, doc)
+            elif content_type == "application/strategic-merge-patch+json":
+                if not rt.strategic:
+                    raise errors.unsupported_media_type(content_type)
+                if not isinstance(doc, dict):
+                    raise errors.bad_request("error decoding patch: strategic merge patch must be a JSON object")
+                new = patching.strategic_merge_patch(view, doc, rt.kind)
+            else:
+                raise errors.unsupported_media_type(content_type)
+        except patching.PatchError as exc:
+            if exc.code == 422:
+                raise errors.APIError(422, "Invalid", str(exc)) from None
+            raise errors.bad_request(str(exc)) from None
+        if not isinstance(new, dict):
+            raise errors.bad_request(f"the patch produced a {type(new).__name__}, not a {rt.kind} object")
+        new = self._decode_body(rt, new)
+        return self._update(rt, table, cur, old, new, subresource, dry_run)
+
+    def _update(self, rt: ResourceType, table: Table, cur: Entry, old: dict[str, Any],
+                body: dict[str, Any], subresource: str, dry_run: bool) -> Entry:
+        name = cur.key[1]
+        meta = body.get("metadata")
+        if not isinstance(meta, dict):
+            meta = body["metadata"] = {}
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
+        if rt.namespaced and meta.get("namespace") and meta["namespace"] != cur.key[0]:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        want_rv = meta.get("resourceVersion")
+        if want_rv and want_rv != str(cur.rv):
+            raise errors.conflict(rt.plural, name, errors.STALE, rt.group)
+        if meta.get("uid") and meta["uid"] != cur.uid:
+            raise errors.conflict(rt.plural, name,
+                                  f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}",
+                                  rt.group)
+        old_meta = old["metadata"]
+        if subresource == "status":
+            # status writes change status only (ResetObjectMetaForStatus + spec copied back)
+            new = dict(old)
+            if "status" in body:
+                new["status"] = body["status"]
+            else:
+                new.pop("status", None)
+        else:
+            new = body
+            if rt.has_status:
+                if "status" in old:
+                    new["status"] = old["status"]
+                else:
+                    new.pop("status", None)
+            new_meta = new["metadata"]
+            for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                      "deletionGracePeriodSeconds", "generation", "generateName"):
+                if k in old_meta:
+                    new_meta[k] = old_meta[k]
+                else:
+                    new_meta.pop(k, None)
+            new_meta.pop("selfLink", None)
+            if rt.generation and _spec_of(new) != _spec_of(old):
+                new_meta["generation"] = old_meta.get("generation", 1) + 1
+        new.setdefault("apiVersion", old.get("apiVersion"))
+        new.setdefault("kind", old.get("kind"))
+        new["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
+        causes = _validate_meta(new, rt) if subresource != "status" else []
+        causes += self._validate_update(rt, old, new, subresource)
+        if causes:
+            raise errors.invalid(rt.kind, name, causes, rt.group)
+        if new == old:
+            return cur  # a no-op write does not bump resourceVersion (GuaranteedUpdate short-circuits)
+        if dry_run:
+            return self._entry(rt, new, cur.rv)
+        nm = new["metadata"]
+        if nm.get("deletionTimestamp") and not nm.get("finalizers") and not self._awaiting_grace(rt, new):
+            # the last finalizer is gone: the pending delete completes now
+            return self._commit(table, new, DELETED, cur)
+        return self._commit(table, new, MODIFIED, cur)
+
+    def _awaiting_grace(self, rt: ResourceType, obj: dict[str, Any]) -> bool:
+        return rt.kind == "Pod" and rt.group == "" and (obj["metadata"].get("deletionGracePeriodSeconds") or 0) > 0
+
+    def delete(self, rt: ResourceType, ns: str, name: str, grace: int | None = None,
+               preconditions: dict[str, Any] | None = None, dry_run: bool = False) -> tuple[Entry, bool]:
+        """Delete or start deleting. Returns the object and whether it is gone now."""
+        table = self.table(rt)
+        ns = ns if rt.namespaced else ""
+        cur = self._require(table, ns, name)
+        if preconditions:
+            uid = preconditions.get("uid")
+            if uid and uid != cur.uid:
+                raise errors.conflict(rt.plural, name,
+                                      f"Precondition failed: UID in precondition: {uid}, UID in object meta: {cur.uid}",
+                                      rt.group)
+            prv = preconditions.get("resourceVersion")
+            if prv and prv != str(cur.rv):
+                raise errors.conflict(rt.plural, name,
+                                      f"Precondition failed: ResourceVersion in precondition: {prv}, "
+                                      f"ResourceVersion in object meta: {cur.rv}", rt.group)
+        if grace is not None and grace < 0:
+            raise errors.invalid("DeleteOptions", "", [errors.invalid_value("gracePeriodSeconds", grace,
+                                                                            "must be greater than or equal to 0")])
+        obj = cur.obj()
+        meta = obj["metadata"]
+        is_pod = rt.kind == "Pod" and rt.group == ""
+        if is_pod:
+            spec = obj.get("spec") or {}
+            if grace is None:
+                grace = spec.get("terminationGracePeriodSeconds", 30)
+            phase = (obj.get("status") or {}).get("phase")
+            if not spec.get("nodeName") or phase in _TERMINAL:
+                grace = 0  # never scheduled or already finished: nothing to stop (pod strategy CheckGracefulDelete)
+            if grace > 0:
+                prev = meta.get("deletionGracePeriodSeconds")
+                if prev is not None and prev <= grace:
+                    return cur, False  # an in-flight delete can only be shortened
+                meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
+                meta["deletionGracePeriodSeconds"] = grace
+                if dry_run:
+                    return self._entry(rt, obj, cur.rv), False
+                return self._commit(table, obj, MODIFIED, cur), False
+        if rt.kind == "Namespace":
+            return self._delete_namespace(table, cur, obj, dry_run)
+        if meta.get("finalizers"):
+            if meta.get("deletionTimestamp") and (meta.get("deletionGracePeriodSeconds") or 0) == 0:
+                return cur, False
+            meta.setdefault("deletionTimestamp", self.now())
+            meta["deletionGracePeriodSeconds"] = 0
+            if dry_run:
+                return self._entry(rt, obj, cur.rv), False
+            return self._commit(table, obj, MODIFIED, cur), False
+        if dry_run:
+            return cur, True
+        if meta.get("deletionGracePeriodSeconds") is not None:
+            meta["deletionGracePeriodSeconds"] = 0
+        return self._commit(table, obj, DELETED, cur), True
+
+    def _delete_namespace(self, table: Table, cur: Entry, obj: dict[str, Any],
+                          dry_run: bool) -> tuple[Entry, bool]:
+        name = cur.key[1]
+        if name in ("default", "kube-system", "kube-public"):
+            raise errors.forbidden("namespaces", name, "this namespace may not be deleted")
+        if dry_run:
+            return cur, False
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            return cur, False
+        meta["deletionTimestamp"] = self.now()
+        meta["deletionGracePeriodSeconds"] = 0
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        entry = self._commit(table, obj, MODIFIED, cur)
+        # the namespace controller's job: empty it, then drop the namespace
+        try:
+            asyncio.get_running_loop().call_soon(self._finish_namespace, name)
+        except RuntimeError:
+            self._finish_namespace(name)
+        return entry, False
+
+    def _finish_namespace(self, ns: str) -> None:
+        for table in self.tables.values():
+            if not table.rt.namespaced:
+                continue
+            for key in [k for k in table.objects if k[0] == ns]:
+                entry = table.objects[key]
+                obj = entry.obj()
+                obj["metadata"].pop("finalizers", None)
+                obj["metadata"].setdefault("deletionTimestamp", self.now())
+                self._commit(table, obj, DELETED, entry)
+        ns_table = self.tables[("", "namespaces")]
+        cur = ns_table.objects.get(("", ns))
+        if cur is not None:
+            self._commit(ns_table, cur.obj(), DELETED, cur)
+
+    def delete_collection(self, rt: ResourceType, ns: str, match: Selector, grace: int | None,
+                          dry_run: bool = False) -> list[Entry]:
+        listed = self.list(rt, ns, match)
+        out = []
+        for e in listed.entries:
+            try:
+                entry, _ = self.delete(rt, e.key[0], e.key[1], grace, None, dry_run)
+            except errors.APIError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            out.append(entry)
+        return out
+
+    def bind(self, ns: str, name: str, binding: Any) -> Entry:
+        """POST pods/NAME/binding: set spec.nodeName and PodScheduled=True, as the binding REST storage does."""
+        if not isinstance(binding, dict):
+            raise errors.bad_request("the object provided is unrecognized (must be of type Binding)")
+        meta = binding.get("metadata") or {}
+        if binding.get("kind") not in (None, "Binding"):
+            raise errors.bad_request(f"the object provided is unrecognized (must be of type Binding): kind {binding.get('kind')}")
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request("name in URL does not match name in Binding object")
+        target = binding.get("target") or {}
+        causes = []
+        if target.get("kind") not in (None, "", "Node"):
+            causes.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
+        if not target.get("name"):
+            causes.append(errors.required("target.name"))
+        if causes:
+            raise errors.invalid("Binding", name, causes)
+        pods = self.tables[("", "pods")]
+        cur = pods.objects.get((ns, name))
+        if cur is None:
+            raise errors.not_found("pods", name)
+        if meta.get("uid") and meta["uid"] != cur.uid:
+            raise errors.conflict("pods/binding", name,
+                                  f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}")
+        if meta.get("resourceVersion") and meta["resourceVersion"] != str(cur.rv):
+            raise errors.conflict("pods/binding", name, errors.STALE)
+        pod = cur.obj()
+        pmeta = pod["metadata"]
+        spec = pod.setdefault("spec", {})
+        if pmeta.get("deletionTimestamp"):
+            raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+        if spec.get("nodeName"):
+            raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "{spec["nodeName"]}"')
+        if spec.get("schedulingGates"):
+            raise errors.conflict("pods/binding", name, f"pod {name} has non-empty .spec.schedulingGates")
+        spec["nodeName"] = target["name"]
+        if meta.get("annotations"):
+            pmeta.setdefault("annotations", {}).update(meta["annotations"])
+        status = pod.setdefault("status", {})
+        conditions = status.setdefault("conditions", [])
+        now = self.now()
+        for c in conditions:
+            if c.get("type") == "PodScheduled":
+                if c.get("status") != "True":
+                    c["status"] = "True"
+                    c["lastTransitionTime"] = now
+                c.pop("reason", None)
+                c.pop("message", None)
+                break
+        else:
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now})
+        return self._commit(pods, pod, MODIFIED, cur)
+
+    # ------------------------------------------------------------------ per-kind rules
+
+    def _decode_body(self, rt: ResourceType, obj: Any) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the object provided is unrecognized (must be of type {rt.kind})")
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if kind and kind != rt.kind:
+            raise errors.bad_request(f"the object provided is unrecognized (must be of type {rt.kind}): "
+                                     f"couldn't get version/kind; json parse error: kind {kind!r}")
+        if api_version and api_version != rt.api_version:
+            raise errors.bad_request(f"the API version in the data ({api_version}) does not match the "
+                                     f"expected API version ({rt.api_version})")
+        if rt.from_view is not None:
+            obj = rt.from_view(obj)
+            stored = by_kind_storage(rt)
+            obj["apiVersion"], obj["kind"] = stored.api_version, stored.kind
+        else:
+            obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
+        return obj
+
+    def _prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
+        from bench.simcluster import defaults
+
+        if rt.group == "":
+            if rt.kind == "Pod":
+                defaults.default_pod(obj, self.lookup_priority_class, self.default_priority_class)
+            elif rt.kind == "Node":
+                defaults.default_node(obj)
+            elif rt.kind == "Namespace":
+                obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+                obj["status"] = {"phase": "Active"}
+            elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
+                obj["status"] = {"phase": "Pending"}
+
+    def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
+        from bench.simcluster import defaults
+
+        if rt.group == "" and rt.kind == "Pod":
+            return defaults.validate_pod_create(obj)
+        if rt.group == "" and rt.kind == "Node":
+            return defaults.validate_node_create(obj)
+        return []
+
+    def _validate_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any],
+                         subresource: str) -> list[errors.FieldError]:
+        from bench.simcluster import defaults
+
+        if rt.group == "" and rt.kind == "Pod":
+            if subresource == "status":
+                return defaults.validate_pod_status_update(old, new)
+            return defaults.validate_pod_update(old, new)
+        return []
+
+    # ------------------------------------------------------------------ watch
+
+    def watcher(self, rt: ResourceType, ns: str, match: Selector, rv: str,
+                send_initial: bool | None = None) -> "Watcher":
+        """A cursor over ``rt``'s events after ``rv``.
+
+        As kube-apiserver: an unset or "0" resourceVersion first replays the
+        current objects as ADDED; a specific one resumes after it, or fails
+        with 410 Expired when it is older than the retained window.
+        """
+        table = self.table(rt)
+        initial: list[Entry] = []
+        if send_initial is None:
+            send_initial = rv in ("", "0")
+        if send_initial:
+            snap = self.list(rt, ns, match) if rv in ("", "0") else None
+            if snap is not None:
+                initial = snap.entries
+                seq = table.end()
+            else:
+                want = _parse_rv(rv)
+                snapshot = self._snapshot(table, want, "too old resource version")
+                initial = [snapshot[k] for k in sorted(snapshot)
+                           if (not ns or k[0] == ns) and match(snapshot[k])]
+                seq = self._seq_after(table, want)
+        else:
+            want = _parse_rv(rv)
+            if want < table.window_start:
+                raise errors.expired(f"too old resource version: {want} ({table.window_start + 1})")
+            seq = self._seq_after(table, want)
+        return Watcher(self, rt, table, ns, match, seq, initial)
+
+    @staticmethod
+    def _seq_after(table: Table, rv: int) -> int:
+        return table.base + bisect.bisect_right(table.log, rv, key=lambda ev: ev.rv)
+
+
+class Watcher:
+    """One client's position in a table's event log."""
+
+    __slots__ = ("store", "rt", "table", "ns", "match", "seq", "initial", "last_rv")
+
+    def __init__(self, store: Store, rt: ResourceType, table: Table, ns: str, match: Selector,
+                 seq: int, initial: list[Entry]) -> None:
+        self.store = store
+        self.rt = rt
+        self.table = table
+        self.ns = ns if rt.namespaced else ""
+        self.match = match
+        self.seq = seq
+        self.initial = initial
+        self.last_rv = store.rv if initial else 0
+
+    def take_initial(self) -> list[tuple[str, Entry]]:
+        out = [(ADDED, e) for e in self.initial]
+        self.initial = []
+        return out
+
+    def poll(self, max_events: int = 2048) -> list[tuple[str, Entry]]:
+        """Events available now, filtered and typed for this watcher. Raises Dropped."""
+        table = self.table
+        if self.seq < table.base:
+            raise Dropped()
+        start = self.seq - table.base
+        chunk = table.log[start:start + max_events]
+        self.seq += len(chunk)
+        out: list[tuple[str, Entry]] = []
+        ns, match = self.ns, self.match
+        for ev in chunk:
+            new = ev.new
+            if ns and new.key[0] != ns:
+                continue
+            if ev.type == MODIFIED:
+                now_in = match(new)
+                was_in = match(ev.old)
+                if now_in and was_in:
+                    out.append((MODIFIED, new))
+                elif now_in:
+                    out.append((ADDED, new))
+                elif was_in:
+                    out.append((DELETED, new))
+            elif match(new):
+                out.append((ev.type, new))
+        if chunk:
+            self.last_rv = chunk[-1].rv
+        return out
+
+    def caught_up(self) -> bool:
+        return self.seq >= self.table.end()
+
+    async def wait(self, timeout: float) -> None:
+        """Sleep until the table has an event this watcher has not seen, or ``timeout``."""
+        if self.seq < self.table.end() or timeout <= 0:
+            return
+        table = self.table
+        if table.waiter is None or table.waiter.done():
+            table.waiter = asyncio.get_running_loop().create_future()
+        await asyncio.wait((table.waiter,), timeout=timeout)
+
+
+def encode_event(type_: str, raw: bytes) -> bytes:
+    return _TYPE_BYTES[type_] + raw + b"}\n"
+
+
+def by_kind_storage(rt: ResourceType) -> ResourceType:
+    group, plural = rt.key
+    for r in RESOURCES:
+        if r.group == group and r.plural == plural and r.storage is None:
+            return r
+    raise KeyError(rt.key)
+
+
+def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def _validate_meta(obj: dict[str, Any], rt: ResourceType) -> list[errors.FieldError]:
+    from bench.simcluster import defaults
+
+    return defaults.validate_object_meta(obj, rt.namespaced)
+
+
+def _parse_rv(rv: str) -> int:
+    try:
+        n = int(rv)
+    except ValueError:
+        raise errors.bad_request(f"invalid resource version: {rv!r}") from None
+    if n < 0:
+        raise errors.bad_request(f"invalid resource version: {rv!r}")
+    return n
+
+
+_CONTINUE_EXPIRED = ("The provided continue parameter is too old to display a consistent list result. "
+                     "You can start a new list without the continue parameter, or use the continue token "
+                     "in this response to retrieve the remainder of the results. Continuing with the provided "
+                     "token results in an inconsistent list - objects that were created, modified, or deleted "
+                     "between the time the first chunk was returned and now may show up in the list.")
+
+
+def _encode_continue(rv: int, start: str) -> str:
+    raw = orjson.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": start})
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        pad = "=" * (-len(token) % 4)
+        data = orjson.loads(base64.urlsafe_b64decode(token + pad))
+        if data.get("v") != "meta.k8s.io/v1":
+            raise ValueError
+        return int(data["rv"]), str(data["start"])
+    except Exception:
+        raise errors.bad_request("continue key is not valid: incorrect encoded start resourceVersion "
+                                 "(version meta.k8s.io/v1)") from None
+
+
+def _split_key(start: str) -> Key:
+    ns, _, name = start.partition("/")
+    return (ns, name)
