@@ -32,17 +32,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import bisect
-import copy
 import random
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import orjson
 
-from bench.simcluster import errors
-from bench.simcluster.resources import RESOURCES, ResourceType, by_kind, lookup
+from bench.simcluster import convert, defaults, errors
+from bench.simcluster import patch as patching
+from bench.simcluster.resources import RESOURCES, ResourceType, lookup
 
 Key = tuple[str, str]  # (namespace, name); namespace "" for cluster-scoped
 EMPTY: dict[str, str] = {}
@@ -336,6 +336,11 @@ class Store:
     # ------------------------------------------------------------------ writes
 
     def create(self, rt: ResourceType, ns: str, obj: Any, dry_run: bool = False) -> Entry:
+        if rt.from_view is not None and isinstance(obj, dict):
+            # events.k8s.io/v1 creates carry stricter rules than core/v1 ones (ValidateEventCreate)
+            causes = convert.validate_events_v1(obj)
+            if causes:
+                raise errors.invalid(rt.kind, (obj.get("metadata") or {}).get("name", ""), causes, rt.group)
         obj = self._decode_body(rt, obj)
         table = self.table(rt)
         meta = obj.get("metadata")
@@ -379,7 +384,7 @@ class Store:
         if not rt.create_keeps_status:
             obj.pop("status", None)
         self._prepare_create(rt, obj)
-        causes = _validate_meta(obj, rt)
+        causes = defaults.validate_object_meta(obj, rt.namespaced)
         causes += self._validate_create(rt, obj)
         if causes:
             raise errors.invalid(rt.kind, name, causes, rt.group)
@@ -397,8 +402,6 @@ class Store:
 
     def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: bytes,
               subresource: str = "", dry_run: bool = False) -> Entry:
-        from bench.simcluster import patch as patching  # keeps import cost off the CLI start
-
         table = self.table(rt)
         ns = ns if rt.namespaced else ""
         cur = self._require(table, ns, name)
@@ -475,7 +478,7 @@ class Store:
         new.setdefault("apiVersion", old.get("apiVersion"))
         new.setdefault("kind", old.get("kind"))
         new["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
-        causes = _validate_meta(new, rt) if subresource != "status" else []
+        causes = defaults.validate_object_meta(new, rt.namespaced) if subresource != "status" else []
         causes += self._validate_update(rt, old, new, subresource)
         if causes:
             raise errors.invalid(rt.kind, name, causes, rt.group)
@@ -672,8 +675,6 @@ class Store:
         return obj
 
     def _prepare_create(self, rt: ResourceType, obj: dict[str, Any]) -> None:
-        from bench.simcluster import defaults
-
         if rt.group == "":
             if rt.kind == "Pod":
                 defaults.default_pod(obj, self.lookup_priority_class, self.default_priority_class)
@@ -686,21 +687,27 @@ class Store:
                 obj["status"] = {"phase": "Pending"}
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
-        from bench.simcluster import defaults
-
         if rt.group == "" and rt.kind == "Pod":
             return defaults.validate_pod_create(obj)
         if rt.group == "" and rt.kind == "Node":
             return defaults.validate_node_create(obj)
+        if rt.group == "" and rt.kind == "Event":
+            return convert.validate_core_v1_event(obj)
         return []
 
     def _validate_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any],
                          subresource: str) -> list[errors.FieldError]:
-        from bench.simcluster import defaults
-
+        """Update-time admission (may complete ``new``) and validation."""
         if rt.group == "" and rt.kind == "Pod":
             if subresource == "status":
+                status = new.get("status")
+                if isinstance(status, dict) and not status.get("qosClass"):
+                    # the status strategy keeps the stored QoS class when a write omits it
+                    qos = (old.get("status") or {}).get("qosClass")
+                    if qos:
+                        status["qosClass"] = qos
                 return defaults.validate_pod_status_update(old, new)
+            defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
         return []
 
@@ -818,12 +825,6 @@ def by_kind_storage(rt: ResourceType) -> ResourceType:
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-
-
-def _validate_meta(obj: dict[str, Any], rt: ResourceType) -> list[errors.FieldError]:
-    from bench.simcluster import defaults
-
-    return defaults.validate_object_meta(obj, rt.namespaced)
 
 
 def _parse_rv(rv: str) -> int:
