@@ -38,10 +38,10 @@ create through events.k8s.io/v1 gets the legacy rules plus the strict ones.
 from __future__ import annotations
 
 import copy
-import re
 from datetime import datetime
 from typing import Any
 
+from bench.simcluster import names
 from bench.simcluster.errors import FieldError, invalid_value, required
 
 EVENTS_V1 = "events.k8s.io/v1"
@@ -96,85 +96,6 @@ ACTION_LENGTH_LIMIT = 128
 REASON_LENGTH_LIMIT = 128
 NOTE_LENGTH_LIMIT = 1024
 
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_LABEL_RE = re.compile(f"^{_DNS1123_LABEL_FMT}$")
-_DNS1123_SUBDOMAIN_RE = re.compile(f"^{_DNS1123_SUBDOMAIN_FMT}$")
-_QUALIFIED_NAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QUALIFIED_NAME_RE = re.compile(f"^{_QUALIFIED_NAME_FMT}$")
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    # apimachinery validation.RegexError
-    # (sic: upstream renders "'my-name',  or '123-abc'" with two spaces)
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _blen(s: str) -> int:
-    return len(s.encode("utf-8"))
-
-
-def _dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if _blen(value) > 253:
-        errs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN_RE.match(value):
-        errs.append(_regex_error(
-            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-            "'-' or '.', and must start and end with an alphanumeric character",
-            _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def _dns1123_label(value: str) -> list[str]:
-    errs = []
-    if _blen(value) > 63:
-        errs.append("must be no more than 63 characters")
-    if not _DNS1123_LABEL_RE.match(value):
-        if _DNS1123_SUBDOMAIN_RE.match(value):
-            errs.append("must not contain dots")
-        else:
-            errs.append(_regex_error(
-                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-                "and must start and end with an alphanumeric character",
-                _DNS1123_LABEL_FMT, "my-name", "123-abc"))
-    return errs
-
-
-def _qualified_name(value: str) -> list[str]:
-    # apimachinery validation.IsQualifiedName: an optional DNS subdomain
-    # prefix and '/', then a name of at most 63 characters.
-    qualified_msg = ("must consist of alphanumeric characters, '-', '_' or '.', "
-                     "and must start and end with an alphanumeric character")
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in _dns1123_subdomain(prefix))
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(qualified_msg, _QUALIFIED_NAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _blen(name) > 63:
-        errs.append("name part must be no more than 63 characters")
-    if not _QUALIFIED_NAME_RE.match(name):
-        errs.append("name part " + _regex_error(qualified_msg, _QUALIFIED_NAME_FMT,
-                                                "MyName", "my.name", "123-abc"))
-    return errs
-
-
 def _s(obj: Any, key: str) -> str:
     # Wrong JSON types are the decoder's 400, not a validation error; read
     # them as unset so validation never raises.
@@ -220,7 +141,7 @@ def _legacy(ev: dict[str, Any]) -> list[FieldError]:
             errs.append(required("reportingController"))
         # Upstream also runs IsQualifiedName on an empty value, so an empty
         # controller is both Required and Invalid, as the real server says.
-        for msg in _qualified_name(controller):
+        for msg in names.is_qualified_name(controller):
             errs.append(invalid_value("reportingController", controller, msg))
         for path, key, limit in (
             ("reportingInstance", "reportingInstance", REPORTING_INSTANCE_LENGTH_LIMIT),
@@ -230,12 +151,12 @@ def _legacy(ev: dict[str, Any]) -> list[FieldError]:
             value = _s(ev, key)
             if not value:
                 errs.append(required(path))
-            if _blen(value) > limit:
+            if names.byte_len(value) > limit:
                 errs.append(invalid_value(path, "", f"can have at most {limit} characters"))
-        if _blen(_s(ev, "message")) > NOTE_LENGTH_LIMIT:
+        if names.byte_len(_s(ev, "message")) > NOTE_LENGTH_LIMIT:
             errs.append(invalid_value("message", "", f"can have at most {NOTE_LENGTH_LIMIT} characters"))
 
-    for msg in _dns1123_subdomain(namespace):
+    for msg in names.is_dns1123_subdomain(namespace):
         errs.append(invalid_value("namespace", namespace, msg))
     return errs
 
@@ -249,19 +170,19 @@ def _object_meta(meta: dict[str, Any]) -> list[FieldError]:
     if generate_name:
         # NameIsDNSSubdomain with prefix=true masks one trailing dash.
         masked = generate_name[:-1] + "a" if generate_name.endswith("-") else generate_name
-        for msg in _dns1123_subdomain(masked):
+        for msg in names.is_dns1123_subdomain(masked):
             errs.append(invalid_value("metadata.generateName", generate_name, msg))
     name = _s(meta, "name")
     if not name:
         errs.append(required("metadata.name", "name or generateName is required"))
     else:
-        for msg in _dns1123_subdomain(name):
+        for msg in names.is_dns1123_subdomain(name):
             errs.append(invalid_value("metadata.name", name, msg))
     namespace = _s(meta, "namespace")
     if not namespace:
         errs.append(required("metadata.namespace"))
     else:
-        for msg in _dns1123_label(namespace):
+        for msg in names.is_dns1123_label(namespace):
             errs.append(invalid_value("metadata.namespace", namespace, msg))
     return errs
 

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import orjson
 
+from bench.simcluster import names
 from bench.simcluster.errors import (
     FieldError,
     forbidden,
@@ -210,102 +211,15 @@ def _quantity_or_none(value: Any) -> Fraction | None:
 
 # ---------------------------------------------------------------------------- name formats
 
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_VALUE_FMT = "(" + _LABEL_KEY_FMT + ")?"
-_LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT)
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
 _PORT_NAME_RE = re.compile("[-a-z0-9]+")
 _PORT_NAME_LETTER_RE = re.compile("[a-z]")
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    # built the way upstream builds it, double space before "or" included
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-_DNS1123_LABEL_ERROR = _regex_error(
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character", _DNS1123_LABEL_FMT, "my-name", "123-abc")
-_DNS1123_SUBDOMAIN_ERROR = _regex_error(
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character", _DNS1123_SUBDOMAIN_FMT, "example.com")
-_LABEL_KEY_REGEX_ERROR = _regex_error(
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character",
-    _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-_LABEL_KEY_NAME_ERROR = "name part " + _LABEL_KEY_REGEX_ERROR
-_LABEL_KEY_SHAPE_ERROR = ("a valid label key " + _LABEL_KEY_REGEX_ERROR
-                          + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
-_LABEL_VALUE_ERROR = _regex_error(
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character", _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
-
-
-def _dns1123_subdomain_msgs(value: str) -> list[str]:
-    # util/validation.IsDNS1123Subdomain: names of objects, nodes, priority classes
-    msgs = []
-    if len(value) > 253:
-        msgs.append("must be no more than 253 characters")
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        msgs.append(_DNS1123_SUBDOMAIN_ERROR)
-    return msgs
-
-
-def _dns1123_label_msgs(value: str, unit: str = "characters") -> list[str]:
-    msgs = []
-    if len(value) > 63:
-        msgs.append(f"must be no more than 63 {unit}")
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        msgs.append("must not contain dots" if _DNS1123_SUBDOMAIN_RE.fullmatch(value) else _DNS1123_LABEL_ERROR)
-    return msgs
-
-
-def _label_key_msgs(value: str) -> list[str]:
-    """content.IsLabelKey, which is also IsQualifiedName."""
-    msgs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = value
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            msgs.append("prefix part must be non-empty")
-        else:
-            if len(prefix) > 253:
-                msgs.append("prefix part must be no more than 253 bytes")
-            if not _DNS1123_SUBDOMAIN_RE.fullmatch(prefix):
-                msgs.append("prefix part " + _DNS1123_SUBDOMAIN_ERROR)
-    else:
-        return [_LABEL_KEY_SHAPE_ERROR]
-    if not name:
-        msgs.append("name part must be non-empty")
-    elif len(name) > 63:
-        msgs.append("name part must be no more than 63 bytes")
-    if not _LABEL_KEY_RE.fullmatch(name):
-        msgs.append(_LABEL_KEY_NAME_ERROR)
-    return msgs
-
-
-def _label_value_msgs(value: str) -> list[str]:
-    msgs = []
-    if len(value) > 63:
-        msgs.append("must be no more than 63 bytes")
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        msgs.append(_LABEL_VALUE_ERROR)
-    return msgs
 
 
 def _name_msgs(value: str, prefix: bool) -> list[str]:
     """NameIsDNSSubdomain; a generateName prefix may end in '-' (maskTrailingDash)."""
     if prefix and len(value) > 1 and value.endswith("-"):
         value = value[:-2] + "a"  # sic: upstream drops two characters before appending 'a'
-    return _dns1123_subdomain_msgs(value)
+    return names.is_dns1123_subdomain(value)
 
 
 def _port_name_msgs(port: str) -> list[str]:
@@ -695,7 +609,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
         elif not isinstance(namespace, str):
             errs.append(_type_invalid("metadata.namespace", namespace, "string"))
         else:
-            for msg in _dns1123_label_msgs(namespace):
+            for msg in names.is_dns1123_label(namespace):
                 errs.append(invalid_value("metadata.namespace", namespace, msg))
     elif namespace:
         errs.append(forbidden_field("metadata.namespace", "not allowed on this type"))
@@ -710,12 +624,12 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
 def _validate_labels(labels: Any, path: str, errs: list[FieldError]) -> None:
     # errors name the map, not the key, as unversionedvalidation.ValidateLabels does
     for key, value in _check_dict(labels, path, errs).items():
-        for msg in _label_key_msgs(key):
+        for msg in names.is_label_key(key):
             errs.append(invalid_value(path, key, msg))
         if not isinstance(value, str):
             errs.append(_type_invalid(path, value, "string"))
             continue
-        for msg in _label_value_msgs(value):
+        for msg in names.is_valid_label_value(value):
             errs.append(invalid_value(path, value, msg))
 
 
@@ -723,7 +637,7 @@ def _validate_label_name(key: Any, path: str, errs: list[FieldError]) -> None:
     if not isinstance(key, str):
         errs.append(_type_invalid(path, key, "string"))
         return
-    for msg in _label_key_msgs(key):
+    for msg in names.is_label_key(key):
         errs.append(invalid_value(path, key, msg))
 
 
@@ -731,7 +645,7 @@ def _validate_annotations(annotations: Any, path: str, errs: list[FieldError]) -
     total = 0
     for key, value in _check_dict(annotations, path, errs).items():
         # QualifiedName, except that case does not matter
-        for msg in _label_key_msgs(key.lower()):
+        for msg in names.is_qualified_name(key.lower()):
             errs.append(invalid_value(path, key, msg))
         if not isinstance(value, str):
             errs.append(_type_invalid(path, value, "string"))
@@ -787,7 +701,7 @@ def _validate_pod_spec(spec: dict[str, Any], errs: list[FieldError]) -> None:
     node_name = spec.get("nodeName")
     if node_name:
         if isinstance(node_name, str):
-            for msg in _dns1123_subdomain_msgs(node_name):
+            for msg in names.is_dns1123_subdomain(node_name):
                 errs.append(invalid_value("spec.nodeName", node_name, msg))
         else:
             errs.append(_type_invalid("spec.nodeName", node_name, "string"))
@@ -804,7 +718,7 @@ def _validate_pod_spec(spec: dict[str, Any], errs: list[FieldError]) -> None:
     class_name = spec.get("priorityClassName")
     if class_name:
         if isinstance(class_name, str):
-            for msg in _dns1123_subdomain_msgs(class_name):
+            for msg in names.is_dns1123_subdomain(class_name):
                 errs.append(invalid_value("spec.priorityClassName", class_name, msg))
         else:
             errs.append(_type_invalid("spec.priorityClassName", class_name, "string"))
@@ -875,7 +789,7 @@ def _validate_container_common(c: dict[str, Any], path: str, errs: list[FieldErr
     elif not isinstance(name, str):
         errs.append(_type_invalid(f"{path}.name", name, "string"))
     else:
-        for msg in _dns1123_label_msgs(name):
+        for msg in names.is_dns1123_label(name):
             errs.append(invalid_value(f"{path}.name", name, msg))
     image = c.get("image")
     if not image:
@@ -955,7 +869,7 @@ def _is_hugepages(name: str) -> bool:
 def _is_extended(name: str) -> bool:
     if _is_native(name) or name.startswith("requests."):
         return False
-    return not _label_key_msgs("requests." + name)
+    return not names.is_qualified_name("requests." + name)
 
 
 def _overcommit_allowed(name: str) -> bool:
@@ -963,7 +877,7 @@ def _overcommit_allowed(name: str) -> bool:
 
 
 def _validate_container_resource_name(name: str, path: str, errs: list[FieldError]) -> None:
-    msgs = _label_key_msgs(name)
+    msgs = names.is_qualified_name(name)
     for msg in msgs:
         errs.append(invalid_value(path, name, msg))
     if "/" not in name:
@@ -1042,7 +956,7 @@ def _validate_tolerations(tolerations: list[tuple[int, dict[str, Any]]], path: s
             if not isinstance(value, str):
                 errs.append(_type_invalid(f"{p}.value", value, "string"))
             else:
-                msgs = _label_value_msgs(value)
+                msgs = names.is_valid_label_value(value)
                 if msgs:
                     errs.append(invalid_value(f"{p}.operator", value, ";".join(msgs)))
         elif operator == "Exists":
@@ -1125,7 +1039,7 @@ def _validate_node_selector_term(term: dict[str, Any], path: str, allow_invalid_
                 if not isinstance(v, str):
                     errs.append(_type_invalid(f"{p}.values[{k}]", v, "string"))
                     continue
-                for msg in _label_value_msgs(v):
+                for msg in names.is_valid_label_value(v):
                     errs.append(invalid_value(f"{p}.values[{k}]", v, msg))
     for j, req in _check_list(term.get("matchFields"), f"{path}.matchFields", errs):
         p = f"{path}.matchFields[{j}]"
@@ -1141,7 +1055,7 @@ def _validate_node_selector_term(term: dict[str, Any], path: str, allow_invalid_
             errs.append(invalid_value(f"{p}.key", req.get("key"), "not a valid field selector key"))
         else:
             for k, v in enumerate(values):
-                for msg in _dns1123_subdomain_msgs(v) if isinstance(v, str) else ["must be of type string"]:
+                for msg in names.is_dns1123_subdomain(v) if isinstance(v, str) else ["must be of type string"]:
                     errs.append(invalid_value(f"{p}.values[{k}]", v, msg))
 
 
@@ -1150,7 +1064,7 @@ def _validate_pod_affinity_term(term: dict[str, Any], path: str, errs: list[Fiel
     _validate_label_selector(term.get("namespaceSelector"), f"{path}.namespaceSelector", errs)
     namespaces = term.get("namespaces")
     for ns in namespaces if isinstance(namespaces, list) else []:
-        for msg in _dns1123_label_msgs(ns) if isinstance(ns, str) else ["must be of type string"]:
+        for msg in names.is_dns1123_label(ns) if isinstance(ns, str) else ["must be of type string"]:
             errs.append(invalid_value(f"{path}.namespace", ns, msg))  # sic: upstream says "namespace"
     topology_key = term.get("topologyKey")
     if not topology_key:
@@ -1179,7 +1093,7 @@ def _validate_label_selector(selector: Any, path: str, errs: list[FieldError]) -
             errs.append(invalid_value(f"{p}.operator", operator, "not a valid selector operator"))
         _validate_label_name(expr.get("key", ""), f"{p}.key", errs)
         for k, v in enumerate(values):
-            for msg in _label_value_msgs(v) if isinstance(v, str) else ["must be of type string"]:
+            for msg in names.is_valid_label_value(v) if isinstance(v, str) else ["must be of type string"]:
                 errs.append(invalid_value(f"{p}.values[{k}]", v, msg))
 
 
@@ -1473,7 +1387,7 @@ def validate_pod_status_update(old: dict[str, Any], new: dict[str, Any]) -> list
         errs.append(invalid_value("status.qosClass", new_qos, "field is immutable"))
     nominated = new_status.get("nominatedNodeName")
     if nominated and nominated != old_status.get("nominatedNodeName"):
-        for msg in _dns1123_subdomain_msgs(nominated) if isinstance(nominated, str) else ["must be of type string"]:
+        for msg in names.is_dns1123_subdomain(nominated) if isinstance(nominated, str) else ["must be of type string"]:
             errs.append(invalid_value("status.nominatedNodeName", nominated, msg))
     return errs
 
@@ -1498,7 +1412,7 @@ def validate_node_create(node: dict[str, Any]) -> list[FieldError]:
         if not isinstance(value, str):
             errs.append(_type_invalid(f"{p}.value", value, "string"))
         else:
-            msgs = _label_value_msgs(value)
+            msgs = names.is_valid_label_value(value)
             if msgs:
                 errs.append(invalid_value(f"{p}.value", value, ";".join(msgs)))
         if not effect:
