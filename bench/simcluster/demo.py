@@ -59,8 +59,8 @@ async def demo(nodes: int, zones: int, kubeconfig: Path, once: bool, port: int) 
                 print(f"  {event['type']:<8} rv={p.metadata.resource_version:<6} node={p.spec.node_name} "
                       f"phase={p.status.phase} Ready={conds.get('Ready', '-')}  (+{time.monotonic() - t0:.2f}s)")
                 if conds.get("Ready") == "True":
-                    w.stop()
                     break
+            await w.close()
         if once:
             return
         print(f"\nserving until Ctrl-C; try: kubectl --kubeconfig {kubeconfig} get nodes")
