@@ -1,0 +1,360 @@
+"""Cluster state for scheduling: the node table and the pods on each node.
+
+The :class:`NodeTable` keeps one row per node in numpy columns so Filter
+and Score plugins work on whole columns (DESIGN.md, "The hot path is
+vectorized"):
+
+* ``alloc`` / ``requested``: int64[rows, R], R resources (cpu in
+  millicores, memory, ephemeral-storage, pods, then extended resources as
+  they appear); ``requested[:, PODS]`` counts pods;
+* ``nonzero``: int64[rows, 2], cpu and memory requested with the upstream
+  defaults for containers that ask nothing (for scoring);
+* ``unschedulable``: bool[rows]; ``valid``: bool[rows] (row holds a node);
+* ``label(key)``: int32[rows] of interned values (0 = the node lacks the
+  key), with ``label_id(key, value)`` to compare against;
+* ``taints``: bool[rows, T] over the distinct taints in the cluster;
+* ``image_size(name)``: int64[rows] bytes of that image on each node;
+* ``port_use(proto, port)``: int32[rows] pods using that host port.
+
+The :class:`Cache` owns the table and every pod bound or assumed to a node,
+of every scheduler (a node's capacity is shared). Assume adds a pod's
+requests to its row before the bind is confirmed; forget takes them back.
+Everything here is synchronous and runs on the event loop: the scheduling
+cycle reads it without a snapshot because nothing can change it mid-cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod, Taint
+
+log = logging.getLogger("tandem.cache")
+
+FIXED_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+R_CPU, R_MEMORY, R_EPHEMERAL, R_PODS = range(4)
+
+
+class NodeTable:
+    def __init__(self, capacity: int = 1024) -> None:
+        self.cap = capacity
+        self.n = 0                                   # rows in use or freed (high-water mark)
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.nodes: list[Node | None] = []
+        self.free: list[int] = []
+        self.resources: list[str] = list(FIXED_RESOURCES)
+        self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.valid = np.zeros(capacity, dtype=bool)
+        self.alloc = np.zeros((capacity, len(self.resources)), dtype=np.int64)
+        self.requested = np.zeros((capacity, len(self.resources)), dtype=np.int64)
+        self.nonzero = np.zeros((capacity, 2), dtype=np.int64)
+        self.unschedulable = np.zeros(capacity, dtype=bool)
+        self._labels: dict[str, np.ndarray] = {}
+        self._label_values: dict[str, dict[str, int]] = {}
+        self._label_names: dict[str, list[str]] = {}
+        self.taint_list: list[Taint] = []
+        self.taint_ids: dict[Taint, int] = {}
+        self.taints = np.zeros((capacity, 0), dtype=bool)
+        self._images: dict[str, np.ndarray] = {}
+        self._ports: dict[tuple[str, int], np.ndarray] = {}
+        self.version = 0                             # bumps on every change
+        self._rows_cache: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ shape
+
+    def _grow(self) -> None:
+        new = self.cap * 2
+
+        def grow(a: np.ndarray) -> np.ndarray:
+            b = np.zeros((new,) + a.shape[1:], dtype=a.dtype)
+            b[: self.cap] = a
+            return b
+
+        self.valid = grow(self.valid)
+        self.alloc = grow(self.alloc)
+        self.requested = grow(self.requested)
+        self.nonzero = grow(self.nonzero)
+        self.unschedulable = grow(self.unschedulable)
+        self.taints = grow(self.taints)
+        self._labels = {k: grow(v) for k, v in self._labels.items()}
+        self._images = {k: grow(v) for k, v in self._images.items()}
+        self._ports = {k: grow(v) for k, v in self._ports.items()}
+        self.cap = new
+
+    def resource_col(self, name: str) -> int:
+        """Column of a resource, adding one for a new extended resource."""
+        col = self.resource_index.get(name)
+        if col is None:
+            col = len(self.resources)
+            self.resources.append(name)
+            self.resource_index[name] = col
+            self.alloc = np.hstack([self.alloc, np.zeros((self.cap, 1), dtype=np.int64)])
+            self.requested = np.hstack([self.requested, np.zeros((self.cap, 1), dtype=np.int64)])
+        return col
+
+    def rows(self) -> np.ndarray:
+        """int64 indices of rows holding a node (cached until the set of nodes changes)."""
+        if self._rows_cache is None:
+            self._rows_cache = np.flatnonzero(self.valid[: self.n]).astype(np.int64)
+        return self._rows_cache
+
+    def __len__(self) -> int:
+        return len(self.rows())
+
+    def row(self, name: str) -> int | None:
+        return self.index.get(name)
+
+    def node(self, row: int) -> Node | None:
+        return self.nodes[row]
+
+    def names_of(self, rows: np.ndarray) -> list[str]:
+        names = self.names
+        return [names[r] for r in rows.tolist()]
+
+    # ------------------------------------------------------------------ columns
+
+    def label(self, key: str) -> np.ndarray | None:
+        """int32[cap] value ids of ``key`` (0 = absent), or None if no node has it."""
+        return self._labels.get(key)
+
+    def label_id(self, key: str, value: str) -> int:
+        """The id ``value`` has in ``label(key)``; 0 when no node carries it (matches nothing)."""
+        return self._label_values.get(key, {}).get(value, 0)
+
+    def label_values(self, key: str) -> list[str]:
+        """Value by id for ``key`` (index 0 is the absent marker "")."""
+        return self._label_names.get(key, [""])
+
+    def image_size(self, image: str) -> np.ndarray | None:
+        return self._images.get(image)
+
+    def port_use(self, protocol: str, port: int) -> np.ndarray | None:
+        return self._ports.get((protocol, port))
+
+    def taint_column(self, taint: Taint) -> int:
+        tid = self.taint_ids.get(taint)
+        if tid is None:
+            tid = len(self.taint_list)
+            self.taint_list.append(taint)
+            self.taint_ids[taint] = tid
+            self.taints = np.hstack([self.taints, np.zeros((self.cap, 1), dtype=bool)])
+        return tid
+
+    def _intern(self, key: str, value: str) -> int:
+        values = self._label_values.get(key)
+        if values is None:
+            values = self._label_values[key] = {}
+            self._label_names[key] = [""]
+            self._labels[key] = np.zeros(self.cap, dtype=np.int32)
+        vid = values.get(value)
+        if vid is None:
+            vid = len(self._label_names[key])
+            values[value] = vid
+            self._label_names[key].append(value)
+        return vid
+
+    # ------------------------------------------------------------------ rows
+
+    def _new_row(self, name: str) -> int:
+        if self.free:
+            row = self.free.pop()
+            self.names[row] = name
+            self.nodes[row] = None
+        else:
+            if self.n == self.cap:
+                self._grow()
+            row = self.n
+            self.n += 1
+            self.names.append(name)
+            self.nodes.append(None)
+        self.index[name] = row
+        return row
+
+    def ensure_row(self, name: str) -> int:
+        """The row of ``name``, creating an invalid placeholder for pods that name an unknown node."""
+        row = self.index.get(name)
+        if row is None:
+            row = self._new_row(name)
+        return row
+
+    def set_node(self, node: Node) -> int:
+        row = self.ensure_row(node.name)
+        old = self.nodes[row]
+        self.nodes[row] = node
+        self.valid[row] = True
+        self.unschedulable[row] = node.unschedulable
+        self.alloc[row] = 0
+        for r, v in node.allocatable.items():
+            col = self.resource_col(r)  # first: a new resource widens self.alloc
+            self.alloc[row, col] = v
+        if old is None or old.labels != node.labels:
+            for col in self._labels.values():
+                col[row] = 0
+            for k, v in node.labels.items():
+                vid = self._intern(k, v)
+                self._labels[k][row] = vid
+        if old is None or old.taints != node.taints:
+            self.taints[row] = False
+            for t in node.taints:
+                col = self.taint_column(t)  # first: a new taint widens self.taints
+                self.taints[row, col] = True
+        if old is None or old.images != node.images:
+            for col in self._images.values():
+                col[row] = 0
+            for names, size in node.images:
+                for image in names:
+                    col = self._images.get(image)
+                    if col is None:
+                        col = self._images[image] = np.zeros(self.cap, dtype=np.int64)
+                    col[row] = size
+        self._rows_cache = None
+        self.version += 1
+        return row
+
+    def clear_node(self, name: str, keep_row: bool) -> None:
+        """The node is gone. With ``keep_row`` (pods still name it) the row stays as an invalid placeholder."""
+        row = self.index.get(name)
+        if row is None:
+            return
+        self.nodes[row] = None
+        self.valid[row] = False
+        self.unschedulable[row] = False
+        self.alloc[row] = 0
+        for col in self._labels.values():
+            col[row] = 0
+        self.taints[row] = False
+        for col in self._images.values():
+            col[row] = 0
+        if not keep_row:
+            self.requested[row] = 0
+            self.nonzero[row] = 0
+            for col in self._ports.values():
+                col[row] = 0
+            del self.index[name]
+            self.free.append(row)
+        self._rows_cache = None
+        self.version += 1
+
+    def charge(self, row: int, pod: Pod, sign: int) -> None:
+        """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
+        for r, v in pod.requests.items():
+            col = self.resource_col(r)  # first: a new resource widens self.requested
+            self.requested[row, col] += sign * v
+        self.requested[row, R_PODS] += sign
+        self.nonzero[row, 0] += sign * pod.nonzero_cpu
+        self.nonzero[row, 1] += sign * pod.nonzero_memory
+        for hp in pod.host_ports:
+            col = self._ports.get((hp.protocol, hp.port))
+            if col is None:
+                col = self._ports[(hp.protocol, hp.port)] = np.zeros(self.cap, dtype=np.int32)
+            col[row] += sign
+        self.version += 1
+
+
+@dataclass(slots=True)
+class PodState:
+    pod: Pod
+    node: str
+    assumed: bool
+
+
+class Cache:
+    """Every pod bound or assumed to a node, and the node table they are charged to."""
+
+    def __init__(self) -> None:
+        self.nodes = NodeTable()
+        self.pods: dict[str, PodState] = {}               # uid -> where it is charged
+        self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
+
+    # ------------------------------------------------------------------ nodes
+
+    def add_node(self, node: Node) -> None:
+        self.nodes.set_node(node)
+        self.by_node.setdefault(node.name, {})
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        # Pods still on the node keep their charge on a placeholder row until they go,
+        # as upstream keeps a NodeInfo without a Node while pods reference it.
+        keep = bool(self.by_node.get(name))
+        self.nodes.clear_node(name, keep_row=keep)
+        if not keep:
+            self.by_node.pop(name, None)
+
+    def node(self, name: str) -> Node | None:
+        row = self.nodes.row(name)
+        return None if row is None else self.nodes.node(row)
+
+    # ------------------------------------------------------------------ pods
+
+    def _charge(self, pod: Pod, node: str, assumed: bool) -> None:
+        row = self.nodes.ensure_row(node)
+        self.nodes.charge(row, pod, 1)
+        self.pods[pod.uid] = PodState(pod, node, assumed)
+        self.by_node.setdefault(node, {})[pod.uid] = pod
+
+    def _discharge(self, uid: str) -> PodState | None:
+        st = self.pods.pop(uid, None)
+        if st is None:
+            return None
+        row = self.nodes.row(st.node)
+        if row is not None:
+            self.nodes.charge(row, st.pod, -1)
+        on_node = self.by_node.get(st.node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node and row is not None and self.nodes.node(row) is None:
+                # the node left earlier and its last pod just went: drop the placeholder row
+                self.nodes.clear_node(st.node, keep_row=False)
+                del self.by_node[st.node]
+        return st
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod the API says is bound (any scheduler's). Confirms an assumed pod."""
+        if not pod.node_name or pod.terminal:
+            self.remove_pod(pod)
+            return
+        st = self.pods.get(pod.uid)
+        if st is not None:
+            if st.node == pod.node_name and st.pod.requests == pod.requests:
+                st.pod = pod
+                st.assumed = False
+                self.by_node[st.node][pod.uid] = pod
+                return
+            if st.assumed and st.node != pod.node_name:
+                log.warning("pod %s was assumed on %s but is bound to %s", pod.key, st.node, pod.node_name)
+            self._discharge(pod.uid)
+        self._charge(pod, pod.node_name, assumed=False)
+
+    update_pod = add_pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        self._discharge(pod.uid)
+
+    def assume(self, pod: Pod, node: str) -> None:
+        if pod.uid in self.pods:
+            raise ValueError(f"pod {pod.key} is already in the cache (on {self.pods[pod.uid].node})")
+        self._charge(pod, node, assumed=True)
+
+    def forget(self, pod: Pod) -> None:
+        """Take back an assumed pod's charge (the bind failed or was rejected)."""
+        st = self.pods.get(pod.uid)
+        if st is not None and st.assumed:
+            self._discharge(pod.uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        st = self.pods.get(uid)
+        return st is not None and st.assumed
+
+    def pods_on(self, node: str) -> Iterator[Pod]:
+        return iter(self.by_node.get(node, {}).values())
+
+    def where(self, uid: str) -> str | None:
+        st = self.pods.get(uid)
+        return None if st is None else st.node

@@ -1,0 +1,31 @@
+"""What a plugin may reach besides its args: the framework handle.
+
+Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
+(DESIGN.md); everything else they need arrives through the Handle given to
+their constructor: the cache (node table and pods per node), the API client
+(binders, preemption), the event recorder, and the framework itself (for
+waiting pods). Tests build one with only what the plugin under test uses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from scheduler.cache import Cache, NodeTable
+
+
+class Handle:
+    def __init__(self, cache: "Cache", client: Any = None, scheduler_name: str = "tandem-scheduler",
+                 events: Any = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.cache = cache
+        self.client = client              # scheduler.apiclient.APIClient (async bind, patch, delete)
+        self.scheduler_name = scheduler_name
+        self.events = events              # scheduler.observe.EventRecorder
+        self.clock = clock
+        self.framework: Any = None        # set by the framework that owns this handle
+
+    @property
+    def nodes(self) -> "NodeTable":
+        return self.cache.nodes

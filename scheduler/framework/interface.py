@@ -1,0 +1,252 @@
+"""The extension points, as Protocols a plugin class implements.
+
+A plugin is one class with a ``NAME`` (its upstream name), a constructor
+``Plugin(args, handle)`` and the methods of the extension points it serves;
+the framework finds out which by ``isinstance`` against these runtime
+checkable Protocols, as kube-scheduler does with type assertions.
+
+Filter and Score are vectorized (see DESIGN.md, "The hot path is
+vectorized"): they receive ``rows``, an int64 array of node-table row
+indices still feasible, and answer for all of them at once. A plugin that
+cannot vectorize precomputes per pod in PreFilter and still answers with
+arrays.
+
+Shapes, with k = len(rows):
+
+* ``Filter.filter(...) -> FilterResult``: ``passed`` bool[k]; each
+  ``Rejection`` carries a reason and a bool[k] mask of the rows it rejects.
+* ``Score.score(...) -> int64[k]`` (any range); ``normalize`` maps it to
+  0..MAX_NODE_SCORE in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+
+from scheduler.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from scheduler.cache import NodeTable
+    from scheduler.framework.cycle_state import CycleState
+    from scheduler.model import Pod
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+
+
+# ---------------------------------------------------------------------------- results
+
+@dataclass(slots=True)
+class Rejection:
+    """Rows a Filter rejects for one reason ("Insufficient cpu")."""
+
+    reason: str
+    mask: np.ndarray                       # bool[k]: True where this reason applies
+    code: Code = Code.UNSCHEDULABLE        # or UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: np.ndarray                     # bool[k]
+    rejections: list[Rejection] = field(default_factory=list)
+    error: Status | None = None            # Status(ERROR): the whole cycle fails
+
+    @classmethod
+    def all_pass(cls, k: int) -> "FilterResult":
+        return cls(np.ones(k, dtype=bool))
+
+    @classmethod
+    def reject_all(cls, k: int, reason: str, code: Code = Code.UNSCHEDULABLE) -> "FilterResult":
+        return cls(np.zeros(k, dtype=bool), [Rejection(reason, np.ones(k, dtype=bool), code)])
+
+    @classmethod
+    def from_mask(cls, ok: np.ndarray, reason: str, code: Code = Code.UNSCHEDULABLE) -> "FilterResult":
+        """The common case: one reason for every row that fails."""
+        if ok.all():
+            return cls(ok)
+        return cls(ok, [Rejection(reason, ~ok, code)])
+
+
+@dataclass(slots=True)
+class PreFilterResult:
+    """PreFilter may narrow the nodes to consider (NodeAffinity, NodeName). None = all."""
+
+    node_names: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class PostFilterResult:
+    nominated_node: str = ""
+
+
+# ---------------------------------------------------------------------------- queueing
+
+class ActionType:
+    """framework.ActionType bits: what happened to a resource."""
+
+    ADD = 1
+    DELETE = 2
+    UPDATE_NODE_ALLOCATABLE = 4
+    UPDATE_NODE_LABEL = 8
+    UPDATE_NODE_TAINT = 16
+    UPDATE_NODE_CONDITION = 32
+    UPDATE_NODE_ANNOTATION = 64
+    UPDATE_POD_LABEL = 128
+    UPDATE_POD_SCALE_DOWN = 256
+    UPDATE_POD_TOLERATION = 512
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1024
+    UPDATE_POD_GENERATED_RESOURCE_CLAIM = 2048
+    UPDATE = (UPDATE_NODE_ALLOCATABLE | UPDATE_NODE_LABEL | UPDATE_NODE_TAINT | UPDATE_NODE_CONDITION
+              | UPDATE_NODE_ANNOTATION | UPDATE_POD_LABEL | UPDATE_POD_SCALE_DOWN | UPDATE_POD_TOLERATION
+              | UPDATE_POD_SCHEDULING_GATES_ELIMINATED | UPDATE_POD_GENERATED_RESOURCE_CLAIM | 4096)
+    ALL = ADD | DELETE | UPDATE
+
+
+class Resource:
+    """framework.EventResource names."""
+
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnscheduledPod"
+    NODE = "Node"
+    PVC = "PersistentVolumeClaim"
+    PV = "PersistentVolume"
+    STORAGE_CLASS = "StorageClass"
+    POD_GROUP = "PodGroup"
+    WILDCARD = "*"
+
+
+class QueueingHint:
+    SKIP = 0
+    QUEUE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: str
+    action: int
+    label: str = ""
+
+    def matches(self, other: "ClusterEvent") -> bool:
+        """Does this registered event cover ``other`` (an event that happened)?"""
+        if self.resource == Resource.WILDCARD:
+            return True
+        res = self.resource == other.resource or (
+            self.resource == Resource.POD and other.resource in (Resource.ASSIGNED_POD, Resource.UNSCHEDULED_POD))
+        return res and bool(self.action & other.action)
+
+
+# hint(pod, old_obj, new_obj) -> QueueingHint.QUEUE / SKIP
+QueueingHintFn = Callable[["Pod", Any, Any], int]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEventWithHint:
+    event: ClusterEvent
+    hint: QueueingHintFn | None = None
+
+
+# ---------------------------------------------------------------------------- plugins
+
+@runtime_checkable
+class Plugin(Protocol):
+    NAME: str
+
+
+@runtime_checkable
+class PreEnqueuePlugin(Plugin, Protocol):
+    def pre_enqueue(self, pod: "Pod") -> Status: ...
+
+
+@runtime_checkable
+class QueueSortPlugin(Plugin, Protocol):
+    def sort_key(self, info: Any) -> tuple:
+        """Smaller keys pop first (``QueuedPodInfo`` in, a comparable tuple out)."""
+        ...
+
+
+@runtime_checkable
+class EnqueueExtensions(Plugin, Protocol):
+    def events_to_register(self) -> list[ClusterEventWithHint]: ...
+
+
+@runtime_checkable
+class PreFilterPlugin(Plugin, Protocol):
+    def pre_filter(self, state: "CycleState", pod: "Pod", nodes: "NodeTable") -> tuple[PreFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: "CycleState", pod: "Pod", nodes: "NodeTable", rows: np.ndarray) -> FilterResult: ...
+
+
+@runtime_checkable
+class PostFilterPlugin(Plugin, Protocol):
+    def post_filter(self, state: "CycleState", pod: "Pod", diagnosis: Any) -> tuple[PostFilterResult | None, Status]: ...
+
+
+@runtime_checkable
+class PreScorePlugin(Plugin, Protocol):
+    def pre_score(self, state: "CycleState", pod: "Pod", nodes: "NodeTable", rows: np.ndarray) -> Status: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: "CycleState", pod: "Pod", nodes: "NodeTable", rows: np.ndarray) -> np.ndarray: ...
+
+
+@runtime_checkable
+class ScoreNormalizer(Plugin, Protocol):
+    def normalize(self, state: "CycleState", pod: "Pod", scores: np.ndarray) -> None:
+        """Map ``scores`` (int64[k]) to 0..MAX_NODE_SCORE in place."""
+        ...
+
+
+@runtime_checkable
+class ReservePlugin(Plugin, Protocol):
+    def reserve(self, state: "CycleState", pod: "Pod", node_name: str) -> Status: ...
+
+    def unreserve(self, state: "CycleState", pod: "Pod", node_name: str) -> None: ...
+
+
+@runtime_checkable
+class PermitPlugin(Plugin, Protocol):
+    def permit(self, state: "CycleState", pod: "Pod", node_name: str) -> tuple[Status, float]:
+        """Success, a rejection, or Wait with a timeout in seconds."""
+        ...
+
+
+@runtime_checkable
+class PreBindPlugin(Plugin, Protocol):
+    async def pre_bind(self, state: "CycleState", pod: "Pod", node_name: str) -> Status: ...
+
+
+@runtime_checkable
+class BindPlugin(Plugin, Protocol):
+    async def bind(self, state: "CycleState", pod: "Pod", node_name: str) -> Status:
+        """Success, Skip (not mine: the next binder), or an error."""
+        ...
+
+
+@runtime_checkable
+class PostBindPlugin(Plugin, Protocol):
+    def post_bind(self, state: "CycleState", pod: "Pod", node_name: str) -> None: ...
+
+
+EXTENSION_POINTS: dict[str, type] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}

@@ -1,0 +1,111 @@
+"""Status: the outcome of a plugin call, with kube-scheduler's codes.
+
+Expected outcomes are values, not exceptions: a Filter that rejects returns
+Unschedulable with a reason phrased like upstream ("Insufficient cpu"), a
+Permit that holds returns Wait. Exceptions are for bugs and I/O failures;
+the framework turns an exception escaping a plugin into Status(ERROR).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Code(IntEnum):
+    """framework.Code, same values and meaning."""
+
+    SUCCESS = 0
+    ERROR = 1                            # internal error: the pod is retried with backoff
+    UNSCHEDULABLE = 2                    # may fit after preemption (PostFilter runs)
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3   # preemption cannot help on that node
+    WAIT = 4                             # Permit: hold the pod
+    SKIP = 5                             # PreFilter/PreScore: skip this plugin's Filter/Score; Bind: not mine
+    PENDING = 6                          # waiting on something outside the scheduler; no PostFilter
+
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Code.SUCCESS: "Success",
+    Code.ERROR: "Error",
+    Code.UNSCHEDULABLE: "Unschedulable",
+    Code.UNSCHEDULABLE_AND_UNRESOLVABLE: "UnschedulableAndUnresolvable",
+    Code.WAIT: "Wait",
+    Code.SKIP: "Skip",
+    Code.PENDING: "Pending",
+}
+
+
+class Status:
+    """A code, the reasons behind it, and the plugin that said so."""
+
+    __slots__ = ("code", "reasons", "plugin", "error")
+
+    def __init__(self, code: Code = Code.SUCCESS, *reasons: str, plugin: str = "",
+                 error: BaseException | None = None) -> None:
+        self.code = code
+        self.reasons = reasons
+        self.plugin = plugin
+        self.error = error
+
+    @classmethod
+    def from_error(cls, error: BaseException, plugin: str = "") -> "Status":
+        return cls(Code.ERROR, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__,
+                   plugin=plugin, error=error)
+
+    def is_success(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    def is_skip(self) -> bool:
+        return self.code == Code.SKIP
+
+    def is_wait(self) -> bool:
+        return self.code == Code.WAIT
+
+    def is_rejected(self) -> bool:
+        """Unschedulable, UnschedulableAndUnresolvable or Pending (IsRejected upstream)."""
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.PENDING)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+    def with_plugin(self, plugin: str) -> "Status":
+        if not self.plugin:
+            self.plugin = plugin
+        return self
+
+    def __repr__(self) -> str:
+        who = f" by {self.plugin}" if self.plugin else ""
+        return f"Status({self.code.label()}{who}: {self.message()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Status):
+            return NotImplemented
+        return self.code == other.code and self.reasons == other.reasons
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.reasons))
+
+
+SUCCESS = Status()  # shared: never mutate it (with_plugin on SUCCESS is a no-op by convention)
+
+
+def ok() -> Status:
+    return SUCCESS
+
+
+def unschedulable(*reasons: str) -> Status:
+    return Status(Code.UNSCHEDULABLE, *reasons)
+
+
+def unresolvable(*reasons: str) -> Status:
+    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons)
+
+
+def error(message: str) -> Status:
+    return Status(Code.ERROR, message)
+
+
+def skip() -> Status:
+    return Status(Code.SKIP)

@@ -1,0 +1,483 @@
+"""Slotted pod and node records, parsed straight from API JSON.
+
+The informers hand raw dicts (orjson) to :func:`parse_pod` and
+:func:`parse_node`; the generated client models are never built. Records
+are frozen: mutable scheduling state lives in the cache and the queue.
+
+Parsing never raises on a malformed object. What the scheduler cannot
+understand (an unparseable quantity, an unknown toleration operator) is
+recorded in ``invalid`` with the field path, and the scheduler reports it on
+the pod (FailedScheduling) instead of crashing or dropping the pod.
+
+Units: cpu in millicores, every other resource in its base unit (bytes,
+count), as integers rounded up, as the scheduler's framework.Resource does.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+
+# upstream's defaults for scoring containers that request nothing (schedutil.DefaultMilliCPURequest / DefaultMemoryRequest)
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+
+
+class QuantityError(ValueError):
+    pass
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1, "k": 10**3,
+            "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QTY_RE = re.compile(r"([+-]?)([0-9]+)(?:\.([0-9]*))?([a-zA-Z]{0,2})")
+_QTY_EXP_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)[eE]([+-]?[0-9]+)")
+_qty_cache: dict[str, Fraction | int] = {}
+
+
+def parse_quantity(value: Any) -> Fraction | int:
+    """A Kubernetes quantity ("100m", "2Gi", "1.5", "1e3", or a JSON number) as an exact number."""
+    if isinstance(value, bool):
+        raise QuantityError(f"quantities must be strings or numbers, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return Fraction(value).limit_denominator(10**9)
+    if not isinstance(value, str):
+        raise QuantityError(f"quantities must be strings or numbers, got {type(value).__name__}")
+    hit = _qty_cache.get(value)
+    if hit is not None:
+        return hit
+    s = value.strip()
+    m = _QTY_RE.fullmatch(s)
+    if m:
+        sign, whole, frac, suffix = m.groups()
+        if suffix in _BINARY:
+            mult: Fraction | int = _BINARY[suffix]
+        elif suffix in _DECIMAL:
+            mult = _DECIMAL[suffix]
+        else:
+            raise QuantityError(f"unable to parse quantity's suffix in {value!r}")
+        num: Fraction | int = int(whole)
+        if frac:
+            num = num + Fraction(int(frac), 10 ** len(frac))
+        out = num * mult
+    else:
+        m = _QTY_EXP_RE.fullmatch(s)
+        if not m:
+            raise QuantityError(f"quantities must match the regular expression "
+                                f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {value!r}")
+        exp = int(m.group(2))
+        if abs(exp) > 30:
+            raise QuantityError(f"quantity {value!r} is out of range")
+        out = Fraction(m.group(1)) * Fraction(10) ** exp
+        sign = "-" if m.group(1).startswith("-") else ""
+        if sign:
+            out = -out
+            sign = ""
+    if sign == "-":
+        out = -out
+    if isinstance(out, Fraction) and out.denominator == 1:
+        out = int(out)
+    if len(_qty_cache) < 4096:
+        _qty_cache[value] = out
+    return out
+
+
+def _ceil(x: Fraction | int) -> int:
+    if isinstance(x, int):
+        return x
+    return -((-x.numerator) // x.denominator)
+
+
+def canonical(resource: str, value: Any) -> int:
+    """A quantity in the scheduler's unit for ``resource``: millicores for cpu, base units otherwise."""
+    q = parse_quantity(value)
+    if q < 0:
+        raise QuantityError(f"must be greater than or equal to 0, got {value!r}")
+    if resource == CPU:
+        return _ceil(q * 1000)
+    return _ceil(q)
+
+
+def parse_time(ts: Any) -> float:
+    """RFC 3339 timestamp -> epoch seconds; 0.0 when missing or malformed."""
+    if not isinstance(ts, str) or len(ts) < 19:
+        return 0.0
+    try:
+        return float(calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return 0.0
+
+
+# ---------------------------------------------------------------------------- records
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"      # Equal | Exists
+    value: str = ""
+    effect: str = ""             # "" matches every effect
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"   # NoSchedule | PreferNoSchedule | NoExecute
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    ip: str
+    protocol: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    uid: str
+    controller: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    uid: str
+    namespace: str
+    name: str
+    resource_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    scheduler_name: str = "default-scheduler"
+    node_name: str = ""
+    nominated_node_name: str = ""
+    priority: int = 0
+    priority_class_name: str = ""
+    preemption_policy: str = "PreemptLowerPriority"
+    created: float = 0.0
+    phase: str = "Pending"
+    deleting: bool = False
+    requests: dict[str, int] = field(default_factory=dict)   # PodRequests, canonical units
+    nonzero_cpu: int = 0          # millicores, with DEFAULT_MILLI_CPU_REQUEST for containers asking nothing
+    nonzero_memory: int = 0       # bytes, with DEFAULT_MEMORY_REQUEST likewise
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: dict[str, Any] | None = None     # spec.affinity as in the API
+    tolerations: tuple[Toleration, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+    images: tuple[str, ...] = ()
+    scheduling_gates: tuple[str, ...] = ()
+    topology_spread: tuple[dict[str, Any], ...] = ()
+    owners: tuple[OwnerRef, ...] = ()
+    pvcs: tuple[str, ...] = ()
+    pod_group: str = ""
+    invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    @property
+    def assigned(self) -> bool:
+        return bool(self.node_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+    allocatable: dict[str, int] = field(default_factory=dict)   # canonical units
+    images: tuple[tuple[tuple[str, ...], int], ...] = ()         # (names, sizeBytes)
+    ready: bool = True
+    invalid: str = ""
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+class _Problems:
+    """Collects the first problem found; parsing goes on with a safe value."""
+
+    __slots__ = ("first",)
+
+    def __init__(self) -> None:
+        self.first = ""
+
+    def add(self, path: str, msg: str) -> None:
+        if not self.first:
+            self.first = f"{path}: {msg}"
+
+
+def _d(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _l(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
+
+
+def _str_map(v: Any, path: str, probs: _Problems) -> dict[str, str]:
+    if v is None:
+        return {}
+    if not isinstance(v, dict) or not all(isinstance(x, str) for x in v.values()):
+        probs.add(path, "must be a map of strings")
+        return {k: str(x) for k, x in v.items()} if isinstance(v, dict) else {}
+    return v
+
+
+def _resource_list(v: Any, path: str, probs: _Problems) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, q in _d(v).items():
+        try:
+            out[name] = canonical(name, q)
+        except QuantityError as exc:
+            probs.add(f"{path}[{name}]", str(exc))
+    return out
+
+
+def _add(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        into[k] = into.get(k, 0) + v
+
+
+def _max(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        if v > into.get(k, 0):
+            into[k] = v
+
+
+def _with_nonzero(reqs: dict[str, int]) -> dict[str, int]:
+    out = dict(reqs)
+    if not out.get(CPU):
+        out[CPU] = DEFAULT_MILLI_CPU_REQUEST
+    if not out.get(MEMORY):
+        out[MEMORY] = DEFAULT_MEMORY_REQUEST
+    return out
+
+
+def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int], int, int]:
+    """PodRequests as upstream's resourcehelper computes it: containers, sidecars, init containers, overhead.
+
+    Returns (requests, nonzero cpu, nonzero memory); the nonzero variant
+    counts DEFAULT_* for containers that request no cpu or memory.
+    """
+    reqs: dict[str, int] = {}
+    nz: dict[str, int] = {}
+    for i, c in enumerate(_l(spec.get("containers"))):
+        r = _resource_list(_d(_d(c).get("resources")).get("requests"), f"spec.containers[{i}].resources.requests", probs)
+        _add(reqs, r)
+        _add(nz, _with_nonzero(r))
+    sidecars: dict[str, int] = {}
+    sidecars_nz: dict[str, int] = {}
+    init_max: dict[str, int] = {}
+    init_max_nz: dict[str, int] = {}
+    for i, c in enumerate(_l(spec.get("initContainers"))):
+        c = _d(c)
+        r = _resource_list(_d(c.get("resources")).get("requests"), f"spec.initContainers[{i}].resources.requests", probs)
+        rnz = _with_nonzero(r)
+        if c.get("restartPolicy") == "Always":
+            # a sidecar runs alongside the app containers and every later init container
+            _add(reqs, r)
+            _add(nz, rnz)
+            _add(sidecars, r)
+            _add(sidecars_nz, rnz)
+            _max(init_max, sidecars)
+            _max(init_max_nz, sidecars_nz)
+        else:
+            total = dict(r)
+            _add(total, sidecars)
+            total_nz = dict(rnz)
+            _add(total_nz, sidecars_nz)
+            _max(init_max, total)
+            _max(init_max_nz, total_nz)
+    _max(reqs, init_max)
+    _max(nz, init_max_nz)
+    pod_level = _resource_list(_d(_d(spec.get("resources")).get("requests")), "spec.resources.requests", probs)
+    for k in (CPU, MEMORY):
+        if k in pod_level:  # pod-level resources (KEP-2837) replace the containers' sum for cpu and memory
+            reqs[k] = pod_level[k]
+            nz[k] = pod_level[k]
+    overhead = _resource_list(spec.get("overhead"), "spec.overhead", probs)
+    _add(reqs, overhead)
+    _add(nz, overhead)
+    return reqs, nz.get(CPU, 0), nz.get(MEMORY, 0)
+
+
+_TOLERATION_OPS = ("Equal", "Exists", "")
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _tolerations(v: Any, probs: _Problems) -> tuple[Toleration, ...]:
+    out = []
+    for i, t in enumerate(_l(v)):
+        t = _d(t)
+        op = t.get("operator") or "Equal"
+        effect = t.get("effect") or ""
+        if op not in _TOLERATION_OPS:
+            probs.add(f"spec.tolerations[{i}].operator", f'Unsupported value: "{op}": supported values: "Equal", "Exists"')
+            continue
+        if effect and effect not in _EFFECTS:
+            probs.add(f"spec.tolerations[{i}].effect", f'Unsupported value: "{effect}"')
+            continue
+        secs = t.get("tolerationSeconds")
+        out.append(Toleration(str(t.get("key") or ""), op, str(t.get("value") or ""), effect,
+                              secs if isinstance(secs, int) else None))
+    return tuple(out)
+
+
+_SELECTOR_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+def _check_affinity(aff: Any, probs: _Problems) -> dict[str, Any] | None:
+    """Keep spec.affinity as it is, after checking the operators the plugins will meet."""
+    if aff is None:
+        return None
+    if not isinstance(aff, dict):
+        probs.add("spec.affinity", "must be an object")
+        return None
+    na = _d(aff.get("nodeAffinity"))
+    req = _d(na.get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = [("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", t)
+             for t in _l(req.get("nodeSelectorTerms"))]
+    for i, p in enumerate(_l(na.get("preferredDuringSchedulingIgnoredDuringExecution"))):
+        terms.append((f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference",
+                      _d(p).get("preference")))
+    for path, term in terms:
+        for kind in ("matchExpressions", "matchFields"):
+            for j, e in enumerate(_l(_d(term).get(kind))):
+                op = _d(e).get("operator")
+                if op not in _SELECTOR_OPS:
+                    probs.add(f"{path}.{kind}[{j}].operator", f'"{op}" is not a valid node selector operator')
+    return aff
+
+
+def parse_pod(obj: dict[str, Any]) -> Pod:
+    meta = _d(obj.get("metadata"))
+    spec = _d(obj.get("spec"))
+    status = _d(obj.get("status"))
+    probs = _Problems()
+    labels = _str_map(meta.get("labels"), "metadata.labels", probs)
+    annotations = _str_map(meta.get("annotations"), "metadata.annotations", probs)
+    reqs, nz_cpu, nz_mem = pod_requests(spec, probs)
+    ports = []
+    images = []
+    for kind in ("initContainers", "containers"):
+        for c in _l(spec.get(kind)):
+            c = _d(c)
+            if isinstance(c.get("image"), str):
+                images.append(c["image"])
+            if kind == "containers":
+                for p in _l(c.get("ports")):
+                    p = _d(p)
+                    hp = p.get("hostPort")
+                    if isinstance(hp, int) and hp > 0:
+                        ports.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
+    owners = tuple(OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")),
+                            bool(o.get("controller"))) for o in map(_d, _l(meta.get("ownerReferences"))))
+    pvcs = tuple(str(_d(v.get("persistentVolumeClaim")).get("claimName", ""))
+                 for v in map(_d, _l(spec.get("volumes"))) if v.get("persistentVolumeClaim"))
+    priority = spec.get("priority")
+    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+        probs.add("spec.priority", f"must be an integer, got {priority!r}")
+        priority = 0
+    pc_name = spec.get("priorityClassName") or ""
+    if priority is None:
+        priority = 0
+    return Pod(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=labels,
+        annotations=annotations,
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        node_name=spec.get("nodeName") or "",
+        nominated_node_name=status.get("nominatedNodeName") or "",
+        priority=priority,
+        priority_class_name=pc_name if isinstance(pc_name, str) else "",
+        preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
+        created=parse_time(meta.get("creationTimestamp")),
+        phase=status.get("phase") or "Pending",
+        deleting=bool(meta.get("deletionTimestamp")),
+        requests=reqs,
+        nonzero_cpu=nz_cpu,
+        nonzero_memory=nz_mem,
+        node_selector=_str_map(spec.get("nodeSelector"), "spec.nodeSelector", probs),
+        affinity=_check_affinity(spec.get("affinity"), probs),
+        tolerations=_tolerations(spec.get("tolerations"), probs),
+        host_ports=tuple(ports),
+        images=tuple(images),
+        scheduling_gates=tuple(str(_d(g).get("name", "")) for g in _l(spec.get("schedulingGates"))),
+        topology_spread=tuple(_d(c) for c in _l(spec.get("topologySpreadConstraints"))),
+        owners=owners,
+        pvcs=pvcs,
+        pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
+        invalid=probs.first,
+        raw=obj,
+    )
+
+
+def parse_node(obj: dict[str, Any]) -> Node:
+    meta = _d(obj.get("metadata"))
+    spec = _d(obj.get("spec"))
+    status = _d(obj.get("status"))
+    probs = _Problems()
+    alloc_raw = status.get("allocatable")
+    if not alloc_raw:
+        alloc_raw = status.get("capacity")
+    allocatable = _resource_list(alloc_raw, "status.allocatable", probs)
+    taints = []
+    for i, t in enumerate(_l(spec.get("taints"))):
+        t = _d(t)
+        effect = t.get("effect") or ""
+        if effect not in _EFFECTS:
+            probs.add(f"spec.taints[{i}].effect", f'Unsupported value: "{effect}"')
+            continue
+        taints.append(Taint(str(t.get("key") or ""), str(t.get("value") or ""), effect))
+    images = []
+    for img in map(_d, _l(status.get("images"))):
+        size = img.get("sizeBytes")
+        images.append((tuple(n for n in _l(img.get("names")) if isinstance(n, str)),
+                       size if isinstance(size, int) else 0))
+    ready = True
+    for c in map(_d, _l(status.get("conditions"))):
+        if c.get("type") == "Ready":
+            ready = c.get("status") == "True"
+    return Node(
+        name=str(meta.get("name", "")),
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        labels=_str_map(meta.get("labels"), "metadata.labels", probs),
+        annotations=_str_map(meta.get("annotations"), "metadata.annotations", probs),
+        unschedulable=bool(spec.get("unschedulable")),
+        taints=tuple(taints),
+        allocatable=allocatable,
+        images=tuple(images),
+        ready=ready,
+        invalid=probs.first,
+        raw=obj,
+    )
