@@ -180,7 +180,7 @@ def _split_quantity(s: str) -> tuple[bool, str, str, str]:
     return negative, num, denom, s[suffix_start:]
 
 
-def _quantity_string(value: Any) -> str:
+def quantity_string(value: Any) -> str:
     """``Quantity.String()``: the canonical form upstream prints in messages ("1500m", "1536Mi")."""
     q, fmt = _parse_quantity(value)
     if q == 0:
@@ -898,9 +898,9 @@ def _validate_quantity(name: str, value: Any, path: str, errs: list[FieldError])
         errs.append(invalid_value(path, value, str(exc)))
         return None
     if q < 0:
-        errs.append(invalid_value(path, _quantity_string(value), "must be greater than or equal to 0"))
+        errs.append(invalid_value(path, quantity_string(value), "must be greater than or equal to 0"))
     if (name in _INTEGER_RESOURCES or _is_extended(name)) and q.denominator != 1:
-        errs.append(invalid_value(path, _quantity_string(value), "must be an integer"))
+        errs.append(invalid_value(path, quantity_string(value), "must be an integer"))
     return q
 
 
@@ -925,11 +925,11 @@ def _validate_resources(resources: Any, path: str, errs: list[FieldError]) -> No
             lim = parsed_limits.get(name)
             if q is not None and lim is not None:
                 if q != lim and not _overcommit_allowed(name):
-                    errs.append(invalid_value(req_path, _quantity_string(value),
-                                              f"must be equal to {name} limit of {_quantity_string(limits[name])}"))
+                    errs.append(invalid_value(req_path, quantity_string(value),
+                                              f"must be equal to {name} limit of {quantity_string(limits[name])}"))
                 elif q > lim:
-                    limit = _quantity_string(limits[name])
-                    errs.append(invalid_value(req_path, _quantity_string(value),
+                    limit = quantity_string(limits[name])
+                    errs.append(invalid_value(req_path, quantity_string(value),
                                               f"must be less than or equal to {name} limit of {limit}"))
         elif not _overcommit_allowed(name):
             errs.append(required(lim_path, "Limit must be set for non overcommitable resources"))

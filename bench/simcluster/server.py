@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import orjson
 from aiohttp import web
 
-from bench.simcluster import errors
+from bench.simcluster import errors, tables
 from bench.simcluster.faults import Faults
 from bench.simcluster.resources import GROUPS, ResourceType, discovery_resources, lookup
 from bench.simcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -37,7 +37,8 @@ VERSION = {
     "buildDate": "2026-01-01T00:00:00Z", "goVersion": "n/a", "compiler": "python",
     "platform": "linux/amd64",
 }
-_TRUE = ("true", "1")
+# query booleans are parsed as Go's strconv.ParseBool does (kubernetes-asyncio sends "True")
+_TRUE = ("1", "t", "T", "true", "TRUE", "True")
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -217,27 +218,35 @@ class APIServer:
                                       for (g, p), t in self.store.tables.items()}})
         raise errors.path_not_found()
 
-    async def _body(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request, kind: str) -> Any:
         raw = await request.read()
-        if not raw:
-            raise errors.bad_request("the request body is empty")
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            # the decoder's message, as kube-apiserver's serializer reports it
-            raise errors.bad_request(f"the object provided could not be decoded: {exc}") from None
+            # as the create/update handlers' transformDecodeError words a body that is not JSON
+            # (the parser's own text is orjson's, not Go's)
+            summary = raw[:30].decode(errors="replace") + ("..." if len(raw) > 30 else "")
+            raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind}): couldn't get "
+                                     f"version/kind; json parse error: {exc} ({summary})") from None
 
     async def _resource(self, request: web.Request, info: Request) -> web.StreamResponse:
         rt, store, q = info.rt, self.store, request.query
         dry_run = "All" in q.getall("dryRun", [])
         method = request.method
         if method == "GET":
+            table = tables.requested(request.headers.get("Accept", ""), q)  # None: plain JSON, the fast path
             if info.name:
+                if table is not None:
+                    return _json(table.render(rt, [store.get(rt, info.namespace, info.name)], store.clock()))
                 return self._out(rt, store.get(rt, info.namespace, info.name))
+            _validate_list_options(q, watch=False)
             match = _selector(rt, q)
             limit = _int_param(q, "limit")
             res = store.list(rt, info.namespace, match, limit=limit, cont=q.get("continue", ""),
                              rv=q.get("resourceVersion", ""), rv_match=q.get("resourceVersionMatch", ""))
+            if table is not None:
+                return _json(table.render(rt, res.entries, store.clock(), rv=str(res.rv), cont=res.cont,
+                                          remaining=res.remaining))
             meta: dict[str, Any] = {"resourceVersion": str(res.rv)}
             if res.cont:
                 meta["continue"] = res.cont
@@ -248,15 +257,15 @@ class APIServer:
             return _raw(head + b",".join(self._raws(rt, res.entries)) + b"]}")
         if method == "POST":
             if info.subresource == "binding":
-                store.bind(info.namespace, info.name, await self._body(request))
+                store.bind(info.namespace, info.name, await self._body(request, "Binding"))
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201}, status=201)
             if info.name:
                 raise errors.method_not_allowed("create", rt.plural)
-            entry = store.create(rt, info.namespace, await self._body(request), dry_run)
+            entry = store.create(rt, info.namespace, await self._body(request, rt.kind), dry_run)
             return self._out(rt, entry, 201)
         if method == "PUT" and info.name and info.subresource != "binding":
-            entry = store.update(rt, info.namespace, info.name, await self._body(request),
+            entry = store.update(rt, info.namespace, info.name, await self._body(request, rt.kind),
                                  info.subresource, dry_run)
             return self._out(rt, entry)
         if method == "PATCH" and info.name and info.subresource != "binding":
@@ -270,7 +279,7 @@ class APIServer:
             grace, pre = await self._delete_options(request)
             if info.name:
                 entry, gone = store.delete(rt, info.namespace, info.name, grace, pre, dry_run)
-                return self._deleted(rt, entry, gone)
+                return self._deleted(rt, entry, gone, await _orphan_dependents_false(request))
             entries = store.delete_collection(rt, info.namespace, _selector(rt, q), grace, dry_run)
             head = (b'{"kind":"' + rt.list_kind.encode() + b'","apiVersion":"' + rt.api_version.encode()
                     + b'","metadata":{"resourceVersion":"' + str(store.rv).encode() + b'"},"items":[')
@@ -307,9 +316,10 @@ class APIServer:
             return _raw(entry.raw, status)
         return _json(rt.to_view(entry.obj()), status)
 
-    def _deleted(self, rt: ResourceType, entry: Entry, gone: bool) -> web.Response:
-        # 202 while deletion is pending (graceful or finalizers), 200 once gone
-        status = 200 if gone else 202
+    def _deleted(self, rt: ResourceType, entry: Entry, gone: bool, orphan_false: bool = False) -> web.Response:
+        # As the DELETE handler: 200 even while the deletion is pending (graceful, finalizers);
+        # 202 only for a pending delete that asked orphanDependents=false (kept for old clients).
+        status = 202 if orphan_false and not gone else 200
         if gone and rt.kind not in ("Pod", "Namespace") and rt.group in ("", "policy", "storage.k8s.io",
                                                                           "scheduling.k8s.io",
                                                                           "coordination.k8s.io", "events.k8s.io"):
@@ -331,12 +341,12 @@ class APIServer:
         bookmarks = q.get("allowWatchBookmarks", "") in _TRUE
         sie = q.get("sendInitialEvents")
         send_initial = None if sie is None else sie in _TRUE
-        if send_initial and q.get("resourceVersionMatch") != "NotOlderThan":
-            raise errors.invalid("ListOptions", "", [errors.forbidden_field(
-                "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")])
+        _validate_list_options(q, watch=True)
         if send_initial and not bookmarks:
             raise errors.invalid("ListOptions", "", [errors.forbidden_field(
-                "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true")])
+                "allowWatchBookmarks", "sendInitialEvents requires setting allowWatchBookmarks to true")],
+                "meta.k8s.io")
+        table = tables.requested(request.headers.get("Accept", ""), q)  # a 400 here, before the stream
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON,
                                                          "Cache-Control": "no-cache, private"})
         resp.enable_chunked_encoding()
@@ -353,7 +363,9 @@ class APIServer:
         await resp.prepare(request)
         self._watch_count += 1
         try:
-            await self._stream(resp, watcher, rt, timeout, bookmarks, bool(send_initial))
+            # a Table request gets each event's object as a one-row Table (see tables.TableWatchWriter)
+            out = resp if table is None else table.watch_writer(resp, rt, self.store.clock)
+            await self._stream(out, watcher, rt, timeout, bookmarks, bool(send_initial))
         except (ConnectionResetError, ConnectionError):
             pass  # the client went away
         finally:
@@ -418,6 +430,55 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version,
             "resources": discovery_resources(group, version)}
+
+
+def _validate_list_options(q: Any, watch: bool) -> None:
+    """ValidateListOptions (apimachinery meta/internalversion/validation): a 422 Invalid ListOptions."""
+    causes: list[errors.FieldError] = []
+    match, rv, cont = q.get("resourceVersionMatch", ""), q.get("resourceVersion", ""), q.get("continue", "")
+    sie = q.get("sendInitialEvents")
+    if watch:
+        if sie is not None and match != "NotOlderThan":
+            causes.append(errors.forbidden_field(
+                "resourceVersionMatch", "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"))
+        if match:
+            if sie is None:
+                causes.append(errors.forbidden_field(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"))
+            if match != "NotOlderThan":
+                causes.append(errors.not_supported("resourceVersionMatch", match, ["NotOlderThan"]))
+            if cont:
+                causes.append(errors.forbidden_field(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+    else:
+        if match:
+            if not rv:
+                causes.append(errors.forbidden_field(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"))
+            if cont:
+                causes.append(errors.forbidden_field(
+                    "resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"))
+            if match not in ("Exact", "NotOlderThan"):
+                causes.append(errors.not_supported("resourceVersionMatch", match, ["Exact", "NotOlderThan", ""]))
+            if match == "Exact" and rv == "0":
+                causes.append(errors.forbidden_field(
+                    "resourceVersionMatch", 'resourceVersionMatch "exact" is forbidden for resourceVersion "0"'))
+        if sie is not None:
+            causes.append(errors.forbidden_field("sendInitialEvents", "sendInitialEvents is forbidden for list"))
+    if causes:
+        raise errors.invalid("ListOptions", "", causes, "meta.k8s.io")
+
+
+async def _orphan_dependents_false(request: web.Request) -> bool:
+    """Whether a DELETE asked orphanDependents=false, in its DeleteOptions body or its query."""
+    raw = await request.read()  # aiohttp caches the body: _delete_options has read and checked it
+    if raw:
+        try:
+            opts = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return False
+        return isinstance(opts, dict) and opts.get("orphanDependents") is False
+    return request.query.get("orphanDependents") == "false"
 
 
 def _int_param(q: Any, name: str, default: int | None = 0) -> int | None:
