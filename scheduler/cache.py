@@ -13,8 +13,11 @@ vectorized"):
 * ``label(key)``: int32[rows] of interned values (0 = the node lacks the
   key), with ``label_id(key, value)`` to compare against;
 * ``taints``: bool[rows, T] over the distinct taints in the cluster;
+  ``taint_rank``: int16[rows, T], 1 + the taint's position in the node's
+  spec.taints (0 = absent), for upstream's "first untolerated taint";
 * ``image_size(name)``: int64[rows] bytes of that image on each node;
-* ``port_use(proto, port)``: int32[rows] pods using that host port.
+* ``port_use(proto, port)``: int32[rows] pods using that host port (any
+  host IP); ``port_use_on(ip, proto, port)``: the same for one host IP.
 
 The :class:`Cache` owns the table and every pod bound or assumed to a node,
 of every scheduler (a node's capacity is shared). Assume adds a pod's
@@ -60,8 +63,10 @@ class NodeTable:
         self.taint_list: list[Taint] = []
         self.taint_ids: dict[Taint, int] = {}
         self.taints = np.zeros((capacity, 0), dtype=bool)
+        self.taint_rank = np.zeros((capacity, 0), dtype=np.int16)
         self._images: dict[str, np.ndarray] = {}
         self._ports: dict[tuple[str, int], np.ndarray] = {}
+        self._ip_ports: dict[tuple[str, str, int], np.ndarray] = {}
         self.version = 0                             # bumps on every change
         self._rows_cache: np.ndarray | None = None
 
@@ -81,9 +86,11 @@ class NodeTable:
         self.nonzero = grow(self.nonzero)
         self.unschedulable = grow(self.unschedulable)
         self.taints = grow(self.taints)
+        self.taint_rank = grow(self.taint_rank)
         self._labels = {k: grow(v) for k, v in self._labels.items()}
         self._images = {k: grow(v) for k, v in self._images.items()}
         self._ports = {k: grow(v) for k, v in self._ports.items()}
+        self._ip_ports = {k: grow(v) for k, v in self._ip_ports.items()}
         self.cap = new
 
     def resource_col(self, name: str) -> int:
@@ -136,6 +143,10 @@ class NodeTable:
     def port_use(self, protocol: str, port: int) -> np.ndarray | None:
         return self._ports.get((protocol, port))
 
+    def port_use_on(self, ip: str, protocol: str, port: int) -> np.ndarray | None:
+        """Pods using the host port on exactly ``ip`` ("0.0.0.0" = all IPs), for NodePorts' IP rules."""
+        return self._ip_ports.get((ip, protocol, port))
+
     def taint_column(self, taint: Taint) -> int:
         tid = self.taint_ids.get(taint)
         if tid is None:
@@ -143,6 +154,7 @@ class NodeTable:
             self.taint_list.append(taint)
             self.taint_ids[taint] = tid
             self.taints = np.hstack([self.taints, np.zeros((self.cap, 1), dtype=bool)])
+            self.taint_rank = np.hstack([self.taint_rank, np.zeros((self.cap, 1), dtype=np.int16)])
         return tid
 
     def _intern(self, key: str, value: str) -> int:
@@ -200,9 +212,11 @@ class NodeTable:
                 self._labels[k][row] = vid
         if old is None or old.taints != node.taints:
             self.taints[row] = False
-            for t in node.taints:
+            self.taint_rank[row] = 0
+            for pos, t in enumerate(node.taints):
                 col = self.taint_column(t)  # first: a new taint widens self.taints
                 self.taints[row, col] = True
+                self.taint_rank[row, col] = pos + 1
         if old is None or old.images != node.images:
             for col in self._images.values():
                 col[row] = 0
@@ -228,12 +242,15 @@ class NodeTable:
         for col in self._labels.values():
             col[row] = 0
         self.taints[row] = False
+        self.taint_rank[row] = 0
         for col in self._images.values():
             col[row] = 0
         if not keep_row:
             self.requested[row] = 0
             self.nonzero[row] = 0
             for col in self._ports.values():
+                col[row] = 0
+            for col in self._ip_ports.values():
                 col[row] = 0
             del self.index[name]
             self.free.append(row)
@@ -252,6 +269,10 @@ class NodeTable:
             col = self._ports.get((hp.protocol, hp.port))
             if col is None:
                 col = self._ports[(hp.protocol, hp.port)] = np.zeros(self.cap, dtype=np.int32)
+            col[row] += sign
+            col = self._ip_ports.get((hp.ip, hp.protocol, hp.port))
+            if col is None:
+                col = self._ip_ports[(hp.ip, hp.protocol, hp.port)] = np.zeros(self.cap, dtype=np.int32)
             col[row] += sign
         self.version += 1
 
