@@ -106,9 +106,10 @@ class APIError(Exception):
             "metadata": {},
             "status": "Failure",
             "message": self.message,
-            "reason": self.reason,
             "code": self.code,
         }
+        if self.reason:  # StatusReasonUnknown is "" and omitted, as the real server omits it
+            body["reason"] = self.reason
         if self.details is not None:
             body["details"] = self.details
         return body

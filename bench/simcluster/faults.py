@@ -13,11 +13,24 @@ from __future__ import annotations
 
 import random
 from dataclasses import asdict, dataclass, field, fields
+from functools import lru_cache
 from typing import Any
 
 from bench.simcluster import errors
+from bench.simcluster.resources import RESOURCES
 
 _ERROR_REASONS = {500: "InternalError", 502: "BadGateway", 503: "ServiceUnavailable", 504: "Timeout"}
+VERBS = ("*", "get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")
+
+
+@lru_cache(maxsize=1)
+def resource_labels() -> frozenset[str]:
+    """Every resource name a rule can match, as the server labels requests (plural[/sub][.group])."""
+    out = set()
+    for rt in RESOURCES:
+        for base in (rt.plural, *(f"{rt.plural}/{sub}" for sub in rt.subresources)):
+            out.add(f"{base}.{rt.group}" if rt.group else base)
+    return frozenset(out)
 
 
 @dataclass(slots=True)
@@ -31,6 +44,18 @@ class FaultRule:
     latency: float = 0.0      # seconds added before the request is served
 
     def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            want = (int,) if f.type == "int" else (int, float) if f.type == "float" else (str,)
+            if not isinstance(v, want) or isinstance(v, bool):
+                raise ValueError(f"fault rule field {f.name}: {v!r} is not a {f.type}")
+            if f.type == "float":
+                setattr(self, f.name, float(v))
+        if self.verb not in VERBS:
+            raise ValueError(f"fault rule field verb: {self.verb!r} is not one of {', '.join(VERBS)}")
+        if self.resource != "*" and self.resource not in resource_labels():
+            raise ValueError(f"fault rule field resource: {self.resource!r} is not a served resource "
+                             f"(e.g. pods, pods/binding, podgroups.scheduling.x-k8s.io) or *")
         for name in ("error_rate", "throttle_rate"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -112,8 +137,14 @@ class Faults:
         unknown = set(d) - {"rules", "watch_drop_interval"}
         if unknown:
             raise ValueError(f"faults: unknown field(s) {sorted(unknown)}")
-        rules = [FaultRule.from_dict(r) for r in d.get("rules", [])]
-        interval = float(d.get("watch_drop_interval", 0.0))
+        raw_rules = d.get("rules", [])
+        if not isinstance(raw_rules, list):
+            raise ValueError(f"faults: rules must be a list of rule objects, got {type(raw_rules).__name__}")
+        rules = [FaultRule.from_dict(r) for r in raw_rules]
+        interval = d.get("watch_drop_interval", 0.0)
+        if not isinstance(interval, (int, float)) or isinstance(interval, bool):
+            raise ValueError(f"faults: watch_drop_interval must be a number of seconds, got {interval!r}")
+        interval = float(interval)
         if interval < 0:
             raise ValueError("faults: watch_drop_interval must not be negative")
         self.rules = rules

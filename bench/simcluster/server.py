@@ -24,7 +24,7 @@ from aiohttp import web
 
 from bench.simcluster import errors, tables
 from bench.simcluster.faults import Faults
-from bench.simcluster.resources import GROUPS, ResourceType, discovery_resources, lookup
+from bench.simcluster.resources import GROUPS, RESOURCES, ResourceType, discovery_resources, lookup
 from bench.simcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from bench.simcluster.store import MATCH_ALL, Dropped, Entry, Store, Watcher, encode_event
 
@@ -187,8 +187,13 @@ class APIServer:
             return _json({"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1])})
         if parts[0] == "apis" and len(parts) == 3 and parts[2] in GROUPS.get(parts[1], ()) and parts[1]:
             return _json(_resource_list(parts[1], parts[2]))
+        if path == "/openapi/v3":
+            return _json({"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={_OPENAPI_HASH}"}
+                                    for gv in _openapi_group_versions()}})
+        if path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in _openapi_group_versions():
+            return _json(_openapi_v3(path[len("/openapi/v3/"):]))
         if path == "/":
-            paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/readyz", "/version"]
+            paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]
             for g, versions in GROUPS.items():
                 if g:
                     paths.append(f"/apis/{g}")
@@ -424,6 +429,34 @@ class APIServer:
 def _group(g: str) -> dict[str, Any]:
     versions = [{"groupVersion": f"{g}/{v}", "version": v} for v in GROUPS[g]]
     return {"name": g, "versions": versions, "preferredVersion": versions[0]}
+
+
+# Just enough OpenAPI v3 for kubectl: its create/apply validation looks up each kind's PATCH
+# operation (by x-kubernetes-group-version-kind) for the fieldValidation query parameter, and
+# when the server has it leaves validation to the server instead of downloading schemas.
+_OPENAPI_HASH = "0" * 128
+
+
+def _openapi_group_versions() -> list[str]:
+    return [f"apis/{g}/{v}" if g else f"api/{v}" for g, versions in GROUPS.items() for v in versions]
+
+
+def _openapi_v3(gv: str) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for r in RESOURCES:
+        if (f"apis/{r.group}/{r.version}" if r.group else f"api/{r.version}") != gv:
+            continue
+        item = (f"/{gv}/namespaces/{{namespace}}/{r.plural}/{{name}}" if r.namespaced
+                else f"/{gv}/{r.plural}/{{name}}")
+        paths[item] = {"patch": {
+            "operationId": f"patch{r.kind}",
+            "x-kubernetes-action": "patch",
+            "x-kubernetes-group-version-kind": {"group": r.group, "version": r.version, "kind": r.kind},
+            "parameters": [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
+                           for name in ("dryRun", "fieldManager", "fieldValidation", "force")],
+        }}
+    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": VERSION["gitVersion"]},
+            "paths": paths, "components": {"schemas": {}}}
 
 
 def _resource_list(group: str, version: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Callable
 
 import orjson
@@ -243,7 +244,7 @@ class Store:
         table = self.table(rt)
         start_key = ""
         if cont:
-            if rv:
+            if rv and rv != "0":  # storage.ValidateListOptions lets "0" through with a continue
                 raise errors.bad_request("specifying resource version is not allowed when using continue")
             snap_rv, start_key = _decode_continue(cont)
             snapshot = self._snapshot(table, snap_rv, expired_msg=_CONTINUE_EXPIRED)
@@ -328,19 +329,18 @@ class Store:
 
     def default_priority_class(self) -> dict[str, Any] | None:
         for entry in self.tables[("scheduling.k8s.io", "priorityclasses")].objects.values():
-            obj = entry.obj()
-            if obj.get("globalDefault"):
-                return obj
+            # runs on every pod create: look at the stored bytes before parsing anything
+            if b'"globalDefault":true' in entry.raw:
+                return entry.obj()
         return None
 
     # ------------------------------------------------------------------ writes
 
-    def create(self, rt: ResourceType, ns: str, obj: Any, dry_run: bool = False) -> Entry:
-        if rt.from_view is not None and isinstance(obj, dict):
-            # events.k8s.io/v1 creates carry stricter rules than core/v1 ones (ValidateEventCreate)
-            causes = convert.validate_events_v1(obj)
-            if causes:
-                raise errors.invalid(rt.kind, (obj.get("metadata") or {}).get("name", ""), causes, rt.group)
+    def create(self, rt: ResourceType, ns: str, obj: Any, dry_run: bool = False, admit: bool = True) -> Entry:
+        """Create an object. ``admit=False`` (Python API only, never over HTTP) skips defaulting and
+        validation, so tests can plant objects a real API server would refuse, to check that the
+        scheduler survives them."""
+        view = obj if rt.from_view is not None and isinstance(obj, dict) else None
         obj = self._decode_body(rt, obj)
         table = self.table(rt)
         meta = obj.get("metadata")
@@ -367,8 +367,14 @@ class Store:
                                  rt.group)
         if rt.namespaced:
             self._check_namespace(rt, ns, name)
-        if (ns, name) in table.objects:
-            raise errors.already_exists(rt.plural, name, rt.group)
+        if view is not None:
+            # events.k8s.io/v1 creates carry stricter rules than core/v1 ones (ValidateEventCreate),
+            # checked as upstream once the namespace came from the URL and the name from generateName
+            vmeta = view.get("metadata") if isinstance(view.get("metadata"), dict) else {}
+            causes = convert.validate_events_v1({**view, "metadata": {**vmeta, "namespace": ns, "name": name}})
+            if causes:
+                raise errors.invalid(rt.kind, name, causes, rt.group)
+        given_rv = meta.get("resourceVersion")
 
         # system fields, as rest.FillObjectMetaSystemFields and the registry do
         meta["uid"] = str(uuid.uuid4())
@@ -383,11 +389,20 @@ class Store:
             meta.pop("generation", None)
         if not rt.create_keeps_status:
             obj.pop("status", None)
-        self._prepare_create(rt, obj)
-        causes = defaults.validate_object_meta(obj, rt.namespaced)
-        causes += self._validate_create(rt, obj)
+        if admit:
+            self._prepare_create(rt, obj)
+        causes = defaults.validate_object_meta(obj, rt.namespaced) if admit else []
+        if admit:
+            causes += self._validate_create(rt, obj)
+        _raise_undecodable(rt, causes)
         if causes:
             raise errors.invalid(rt.kind, name, causes, rt.group)
+        # storage comes last, after admission and validation: a resourceVersion in the body is a
+        # bare error there (a 500 with no reason), then a taken name is 409
+        if not dry_run and isinstance(given_rv, str) and given_rv.isdigit() and int(given_rv) != 0:
+            raise errors.APIError(500, "", "resourceVersion should not be set on objects to be created")
+        if (ns, name) in table.objects:
+            raise errors.already_exists(rt.plural, name, rt.group)
         if dry_run:
             return self._entry(rt, obj, self.rv)
         return self._commit(table, obj, ADDED, None)
@@ -402,6 +417,11 @@ class Store:
 
     def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: bytes,
               subresource: str = "", dry_run: bool = False) -> Entry:
+        # the PATCH handler checks the content type before anything else (server-side apply is
+        # accepted upstream but not implemented here, so it is refused the same way)
+        accepted = _PATCH_TYPES if rt.strategic else _CUSTOM_RESOURCE_PATCH_TYPES
+        if content_type not in accepted or content_type == _APPLY_PATCH:
+            raise _unsupported_patch(accepted)
         table = self.table(rt)
         ns = ns if rt.namespaced else ""
         cur = self._require(table, ns, name)
@@ -417,17 +437,14 @@ class Store:
             elif content_type == "application/json-patch+json":
                 new = patching.json_patch(view, doc)
             elif content_type == "application/strategic-merge-patch+json":
-                if not rt.strategic:
-                    raise errors.unsupported_media_type(content_type)
                 if not isinstance(doc, dict):
                     raise errors.bad_request("error decoding patch: strategic merge patch must be a JSON object")
                 new = patching.strategic_merge_patch(view, doc, rt.kind)
             else:
-                raise errors.unsupported_media_type(content_type)
+                raise _unsupported_patch(accepted)
         except patching.PatchError as exc:
-            if exc.code == 422:
-                raise errors.APIError(422, "Invalid", str(exc)) from None
-            raise errors.bad_request(str(exc)) from None
+            st = exc.status()  # the body kube-apiserver sends for this failure, code and all
+            raise errors.APIError(exc.code, st.get("reason", ""), st["message"], st.get("details")) from None
         if not isinstance(new, dict):
             raise errors.bad_request(f"the patch produced a {type(new).__name__}, not a {rt.kind} object")
         new = self._decode_body(rt, new)
@@ -447,10 +464,11 @@ class Store:
         if want_rv and want_rv != str(cur.rv):
             raise errors.conflict(rt.plural, name, errors.STALE, rt.group)
         if meta.get("uid") and meta["uid"] != cur.uid:
-            raise errors.conflict(rt.plural, name,
-                                  f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}",
-                                  rt.group)
+            # the uid of an update body is a storage precondition (rest.DefaultUpdatedObjectInfo)
+            raise errors.conflict(rt.plural, name, _storage_precondition_failed(
+                rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"), rt.group)
         old_meta = old["metadata"]
+        meta_written = subresource != "status"
         if subresource == "status":
             # status writes change status only (ResetObjectMetaForStatus + spec copied back)
             new = dict(old)
@@ -458,6 +476,19 @@ class Store:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
+            if rt.group == "" and rt.kind in ("Pod", "Node"):
+                # ... except that the pods/status and nodes/status strategies reset only spec (and a
+                # pod's ownerReferences): the body's labels, annotations and finalizers are written
+                meta_written = True
+                new_meta = dict(meta)
+                keep = _SYSTEM_META + (("ownerReferences",) if rt.kind == "Pod" else ())
+                for k in keep:
+                    if k in old_meta:
+                        new_meta[k] = old_meta[k]
+                    else:
+                        new_meta.pop(k, None)
+                new_meta.pop("selfLink", None)
+                new["metadata"] = new_meta
         else:
             new = body
             if rt.has_status:
@@ -466,8 +497,7 @@ class Store:
                 else:
                     new.pop("status", None)
             new_meta = new["metadata"]
-            for k in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
-                      "deletionGracePeriodSeconds", "generation", "generateName"):
+            for k in _SYSTEM_META:
                 if k in old_meta:
                     new_meta[k] = old_meta[k]
                 else:
@@ -478,8 +508,9 @@ class Store:
         new.setdefault("apiVersion", old.get("apiVersion"))
         new.setdefault("kind", old.get("kind"))
         new["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
-        causes = defaults.validate_object_meta(new, rt.namespaced) if subresource != "status" else []
+        causes = defaults.validate_object_meta(new, rt.namespaced) if meta_written else []
         causes += self._validate_update(rt, old, new, subresource)
+        _raise_undecodable(rt, causes)
         if causes:
             raise errors.invalid(rt.kind, name, causes, rt.group)
         if new == old:
@@ -502,16 +533,7 @@ class Store:
         ns = ns if rt.namespaced else ""
         cur = self._require(table, ns, name)
         if preconditions:
-            uid = preconditions.get("uid")
-            if uid and uid != cur.uid:
-                raise errors.conflict(rt.plural, name,
-                                      f"Precondition failed: UID in precondition: {uid}, UID in object meta: {cur.uid}",
-                                      rt.group)
-            prv = preconditions.get("resourceVersion")
-            if prv and prv != str(cur.rv):
-                raise errors.conflict(rt.plural, name,
-                                      f"Precondition failed: ResourceVersion in precondition: {prv}, "
-                                      f"ResourceVersion in object meta: {cur.rv}", rt.group)
+            _check_delete_preconditions(rt, cur, preconditions)
         if grace is not None and grace < 0:
             raise errors.invalid("DeleteOptions", "", [errors.invalid_value("gracePeriodSeconds", grace,
                                                                             "must be greater than or equal to 0")])
@@ -529,16 +551,33 @@ class Store:
                 prev = meta.get("deletionGracePeriodSeconds")
                 if prev is not None and prev <= grace:
                     return cur, False  # an in-flight delete can only be shortened
+                if not meta.get("deletionTimestamp") and meta.get("generation"):
+                    meta["generation"] += 1  # BeforeDelete bumps generation on the first graceful delete
                 meta["deletionTimestamp"] = rfc3339(self.clock() + grace)
                 meta["deletionGracePeriodSeconds"] = grace
                 if dry_run:
                     return self._entry(rt, obj, cur.rv), False
                 return self._commit(table, obj, MODIFIED, cur), False
+            if (meta.get("deletionGracePeriodSeconds") or not meta.get("deletionTimestamp")) \
+                    and not meta.get("finalizers") and not dry_run:
+                # Pods delete gracefully even at grace 0: the registry first writes the deletion
+                # marks (updateForGracefulDeletionAndFinalizers), then deletes. Watchers see a
+                # MODIFIED with deletionTimestamp and deletionGracePeriodSeconds=0, then DELETED.
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = self.now()
+                    if meta.get("generation"):
+                        meta["generation"] += 1
+                meta["deletionGracePeriodSeconds"] = 0
+                cur = self._commit(table, obj, MODIFIED, cur)
+                obj = cur.obj()
+                meta = obj["metadata"]
         if rt.kind == "Namespace":
             return self._delete_namespace(table, cur, obj, dry_run)
         if meta.get("finalizers"):
             if meta.get("deletionTimestamp") and (meta.get("deletionGracePeriodSeconds") or 0) == 0:
                 return cur, False
+            if not meta.get("deletionTimestamp") and meta.get("generation"):
+                meta["generation"] += 1  # markAsDeleting / BeforeDelete bump generation once
             meta.setdefault("deletionTimestamp", self.now())
             meta["deletionGracePeriodSeconds"] = 0
             if dry_run:
@@ -604,28 +643,46 @@ class Store:
         """POST pods/NAME/binding: set spec.nodeName and PodScheduled=True, as the binding REST storage does."""
         if not isinstance(binding, dict):
             raise errors.bad_request("the object provided is unrecognized (must be of type Binding)")
-        meta = binding.get("metadata") or {}
-        if binding.get("kind") not in (None, "Binding"):
+        if binding.get("kind") not in (None, "", "Binding"):
             raise errors.bad_request(f"the object provided is unrecognized (must be of type Binding): kind {binding.get('kind')}")
-        if meta.get("name") and meta["name"] != name:
+        if binding.get("apiVersion") not in (None, "", "v1"):
+            raise errors.bad_request(f"the API version in the data ({binding.get('apiVersion')}) does not match the "
+                                     f"expected API version (v1)")
+        meta = binding.get("metadata")
+        meta = {} if meta is None else meta
+        target = binding.get("target")
+        target = {} if target is None else target
+        if not _binding_decodes(meta, target):
+            raise errors.bad_request('Binding in version "v1" cannot be handled as a Binding: '
+                                     'a field has the wrong JSON type')
+        if meta.get("namespace") and meta["namespace"] != ns:
+            raise errors.bad_request("the namespace of the provided object does not match the namespace sent on "
+                                     "the request")
+        if (meta.get("name") or "") != name:
             raise errors.bad_request("name in URL does not match name in Binding object")
-        target = binding.get("target") or {}
         causes = []
         if target.get("kind") not in (None, "", "Node"):
             causes.append(errors.not_supported("target.kind", target.get("kind"), ["Node", "<empty>"]))
         if not target.get("name"):
             causes.append(errors.required("target.name"))
         if causes:
-            raise errors.invalid("Binding", name, causes)
+            # BindingREST.Create returns ValidatePodBinding's errors as a bare aggregate, which the
+            # handler answers as a 500 with no reason (kubernetes/kubernetes#139488)
+            texts = [c.text() for c in causes]
+            raise errors.APIError(500, "", texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]")
         pods = self.tables[("", "pods")]
         cur = pods.objects.get((ns, name))
         if cur is None:
             raise errors.not_found("pods", name)
+        # the Binding's uid and resourceVersion are storage preconditions of the pod update; their
+        # failure is a StorageError that InterpretUpdateError turns into a Conflict on "pods"
         if meta.get("uid") and meta["uid"] != cur.uid:
-            raise errors.conflict("pods/binding", name,
-                                  f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}")
+            raise errors.conflict("pods", name, _storage_precondition_failed(
+                pods.rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"))
         if meta.get("resourceVersion") and meta["resourceVersion"] != str(cur.rv):
-            raise errors.conflict("pods/binding", name, errors.STALE)
+            raise errors.conflict("pods", name, _storage_precondition_failed(
+                pods.rt, cur.key, f"ResourceVersion in precondition: {meta['resourceVersion']}, "
+                                  f"ResourceVersion in object meta: {cur.rv}"))
         pod = cur.obj()
         pmeta = pod["metadata"]
         spec = pod.setdefault("spec", {})
@@ -709,6 +766,8 @@ class Store:
                 return defaults.validate_pod_status_update(old, new)
             defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
+        if rt.from_view is not None and rt.kind == "Event":
+            return _validate_events_v1_update(old, new)
         return []
 
     # ------------------------------------------------------------------ watch
@@ -791,7 +850,8 @@ class Watcher:
                 elif now_in:
                     out.append((ADDED, new))
                 elif was_in:
-                    out.append((DELETED, new))
+                    # as the watch cache: the previous content, stamped with this event's rv
+                    out.append((DELETED, _restamp(ev.old, ev.rv)))
             elif match(new):
                 out.append((ev.type, new))
         if chunk:
@@ -811,6 +871,45 @@ class Watcher:
         await asyncio.wait((table.waiter,), timeout=timeout)
 
 
+# ValidateEventUpdate's strict part (events.k8s.io/v1 writes): (core/v1 key, path upstream reports)
+_EVENT_IMMUTABLE = (("involvedObject", "involvedObject"), ("reason", "reason"), ("message", "message"),
+                    ("source", "source"), ("firstTimestamp", "firstTimestamp"), ("lastTimestamp", "lastTimestamp"),
+                    ("count", "count"), ("type", "type"), ("action", "action"), ("related", "related"),
+                    ("reportingComponent", "reportingController"), ("reportingInstance", "reportingInstance"))
+
+
+def _validate_events_v1_update(old: dict[str, Any], new: dict[str, Any]) -> list[errors.FieldError]:
+    """An Event written through events.k8s.io/v1 may change only its series (and metadata)."""
+    def norm(v: Any) -> Any:
+        return None if v in (None, "", 0, {}, []) else v  # Go zero values compare equal
+
+    causes: list[errors.FieldError] = []
+    series = new.get("series")
+    if norm(series) != norm(old.get("series")) and isinstance(series, dict):
+        if not isinstance(series.get("count"), int) or series["count"] < 2:
+            causes.append(errors.invalid_value("series.count", "", "should be at least 2"))
+        if not series.get("lastObservedTime"):
+            causes.append(errors.required("series.lastObservedTime"))
+    for key, path in _EVENT_IMMUTABLE:
+        if norm(new.get(key)) != norm(old.get(key)):
+            causes.append(errors.invalid_value(path, new.get(key), "field is immutable"))
+    if norm(new.get("eventTime")) != norm(old.get("eventTime")):
+        try:  # changes below a microsecond are tolerated upstream (kubernetes#111928)
+            same = datetime.fromisoformat(new["eventTime"]) == datetime.fromisoformat(old["eventTime"])
+        except (KeyError, TypeError, ValueError):
+            same = False
+        if not same:
+            causes.append(errors.invalid_value("eventTime", new.get("eventTime"), "field is immutable"))
+    return causes
+
+
+def _restamp(entry: Entry, rv: int) -> Entry:
+    """``entry``'s content at resourceVersion ``rv`` (cacheWatcher.convertToWatchEvent's updateResourceVersion)."""
+    obj = entry.obj()
+    obj["metadata"]["resourceVersion"] = str(rv)
+    return Entry(orjson.dumps(obj), entry.labels, entry.fields, rv, entry.key, entry.uid)
+
+
 def encode_event(type_: str, raw: bytes) -> bytes:
     return _TYPE_BYTES[type_] + raw + b"}\n"
 
@@ -821,6 +920,92 @@ def by_kind_storage(rt: ResourceType) -> ResourceType:
         if r.group == group and r.plural == plural and r.storage is None:
             return r
     raise KeyError(rt.key)
+
+
+_APPLY_PATCH = "application/apply-patch+yaml"
+# the PATCH types kube-apiserver lists, in its order: built-in kinds, and custom resources (no strategic merge)
+_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+                "application/strategic-merge-patch+json", _APPLY_PATCH)
+_CUSTOM_RESOURCE_PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json", _APPLY_PATCH)
+
+
+def _unsupported_patch(accepted: tuple[str, ...]) -> errors.APIError:
+    # negotiation.NewUnsupportedMediaTypeError
+    return errors.APIError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                                                        "accepted media types include: " + ", ".join(accepted))
+
+
+def _binding_decodes(meta: Any, target: Any) -> bool:
+    """Whether a Binding's metadata and target would decode into their Go types (null is a zero value)."""
+    if not isinstance(meta, dict) or not isinstance(target, dict):
+        return False
+    for v in (*(meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion", "generateName")),
+              *(target.get(k) for k in ("kind", "name", "namespace", "uid", "apiVersion", "resourceVersion",
+                                        "fieldPath"))):
+        if v is not None and not isinstance(v, str):
+            return False
+    for k in ("annotations", "labels"):
+        m = meta.get(k)
+        if m is not None and not (isinstance(m, dict) and all(isinstance(v, str) or v is None for v in m.values())):
+            return False
+    return True
+
+
+# metadata an update never changes (rest.BeforeUpdate and the strategies)
+_SYSTEM_META = ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                "deletionGracePeriodSeconds", "generation", "generateName")
+
+
+def _storage_key(rt: ResourceType, key: Key) -> str:
+    """The etcd key kube-apiserver stores an object under (default --etcd-prefix /registry)."""
+    group, plural = rt.key
+    if not rt.strategic:
+        prefix = f"/registry/{group}/{plural}"  # custom resources: /registry/GROUP/PLURAL
+    else:
+        prefix = "/registry/minions" if (group, plural) == ("", "nodes") else f"/registry/{plural}"
+    ns, name = key
+    return f"{prefix}/{ns}/{name}" if ns else f"{prefix}/{name}"
+
+
+def _storage_precondition_failed(rt: ResourceType, key: Key, what: str) -> str:
+    """storage.Preconditions.Check's error, as StorageError prints it."""
+    return (f"StorageError: invalid object, Code: 4, Key: {_storage_key(rt, key)}, ResourceVersion: 0, "
+            f"AdditionalErrorMsg: Precondition failed: {what}")
+
+
+def _check_delete_preconditions(rt: ResourceType, cur: Entry, pre: dict[str, Any]) -> None:
+    name = cur.key[1]
+    uid, prv = pre.get("uid"), pre.get("resourceVersion")
+    if rt.group == "" and rt.kind == "Namespace":
+        # the namespace registry checks them itself, before the generic store, in its own words
+        if uid and uid != cur.uid:
+            raise errors.conflict("namespaces", name,
+                                  f"Precondition failed: UID in precondition: {uid}, UID in object meta: {cur.uid}")
+        if prv and prv != str(cur.rv):
+            raise errors.conflict("namespaces", name, f"Precondition failed: ResourceVersion in precondition: "
+                                                      f"{prv}, ResourceVersion in object meta: {cur.rv}")
+        return
+    # rest.BeforeDelete fails early, naming the kind: GroupResource{Group, Resource: Kind}
+    stored = by_kind_storage(rt) if rt.storage else rt
+    if uid and uid != cur.uid:
+        raise errors.conflict(stored.kind, name, f"the UID in the precondition ({uid}) does not match the UID in "
+                                                 f"record ({cur.uid}). The object might have been deleted and then "
+                                                 f"recreated", stored.group)
+    if prv and prv != str(cur.rv):
+        raise errors.conflict(stored.kind, name, f"the ResourceVersion in the precondition ({prv}) does not match "
+                                                 f"the ResourceVersion in record ({cur.rv}). The object might have "
+                                                 f"been modified", stored.group)
+
+
+_UNDECODABLE_QUANTITY = "quantities must match the regular expression"
+
+
+def _raise_undecodable(rt: ResourceType, causes: list[errors.FieldError]) -> None:
+    """A quantity that does not parse fails kube-apiserver's decoding (400), before any validation."""
+    for c in causes:
+        if c.detail.startswith(_UNDECODABLE_QUANTITY):
+            raise errors.bad_request(f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
+                                     f"{c.detail}")
 
 
 def _spec_of(obj: dict[str, Any]) -> dict[str, Any]:

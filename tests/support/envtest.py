@@ -304,8 +304,10 @@ def apiserver_args(*, etcd_url: str, secure_port: int, cert_dir: Path, token_fil
         f"--service-account-signing-key-file={sa_key}",
         f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
         # No controller-manager creates the default ServiceAccount, so with
-        # this plugin on every pod create would be rejected.
-        "--disable-admission-plugins=ServiceAccount",
+        # this plugin on every pod create would be rejected. Nor does one
+        # lift the not-ready taint TaintNodesByCondition puts on new nodes;
+        # scheduler_perf's test server turns it off for the same reason.
+        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
         "--allow-privileged=true",
     ]
     if disable_insecure_port:

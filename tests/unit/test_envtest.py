@@ -198,7 +198,8 @@ APISERVER_FLAGS = [
     pytest.param("--service-account-key-file", "/t/sa.pub", id="verifies service-account tokens"),
     pytest.param("--service-account-signing-key-file", "/t/sa.key", id="signs service-account tokens"),
     pytest.param("--service-cluster-ip-range", "10.0.0.0/24", id="has a service range"),
-    pytest.param("--disable-admission-plugins", "ServiceAccount", id="does not wait for a default ServiceAccount"),
+    pytest.param("--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
+                 id="does not wait for a default ServiceAccount nor taint new nodes not-ready"),
     pytest.param("--allow-privileged", "true", id="admits privileged pods"),
 ]
 
@@ -283,7 +284,7 @@ token, user, uid, groups = Path(args["token-auth-file"]).read_text().strip().spl
 assert groups == '"system:masters"', groups
 assert "BEGIN RSA PRIVATE KEY" in Path(args["service-account-signing-key-file"]).read_text()
 assert "BEGIN PUBLIC KEY" in Path(args["service-account-key-file"]).read_text()
-assert args["disable-admission-plugins"] == "ServiceAccount"
+assert args["disable-admission-plugins"] == "ServiceAccount,TaintNodesByCondition"
 assert "insecure-port" not in args
 
 # Self-sign like kube-apiserver: a CA and a leaf for the bind address,

@@ -1,0 +1,236 @@
+"""The node agent: the stand-in's kubelets and pod garbage collector.
+
+All of it is the stand-in's own (a bare kube-apiserver has no kubelets),
+so every test here runs on the simulated cluster only. What it must look
+like from the API is what a real cluster shows: status written through
+pods/status (Running, Ready, containerStatuses, hostIP, podIP), graceful
+deletes finished by a grace-0 delete, and pods on vanished nodes failed
+with a DisruptionTarget condition (reason DeletionByPodGC) the way
+pkg/controller/podgc marks them.
+
+The ``target`` fixture's agent uses ready_delay=0.1 s and
+termination_delay=0.1 s; tests that need another AgentConfig build their
+own SimCluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+
+import aiohttp
+import orjson
+import pytest
+
+from bench.simcluster import SimCluster
+from bench.simcluster.agent import FAIL, NEVER_READY, RUN_SECONDS, AgentConfig
+from tests.simcluster.conftest import Target, pod_body
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+ONLY_SIM = "the node agent is the stand-in's kubelet; a bare kube-apiserver has none"
+
+
+def pods_path(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/pods"
+
+
+def condition(pod: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in (pod.get("status") or {}).get("conditions", []) if c["type"] == ctype), None)
+
+
+async def wait_for(target: Target, name: str, pred: Callable[[dict[str, Any] | None], bool],
+                   timeout: float = 3.0) -> dict[str, Any] | None:
+    """Poll the pod until ``pred`` holds (``None`` is passed once it is gone)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await target.req("GET", f"{pods_path(target.ns)}/{name}")
+        pod = r.body if r.status == 200 else None
+        if pred(pod):
+            return pod
+        assert time.monotonic() < deadline, f"pod {name} never got there; last seen: {pod}"
+        await asyncio.sleep(0.02)
+
+
+async def bound_pod(target: Target, name: str, node: str, annotations: dict[str, str] | None = None,
+                    **spec: Any) -> None:
+    body = pod_body(name, **spec)
+    if annotations:
+        body["metadata"]["annotations"] = annotations
+    r = await target.req("POST", pods_path(target.ns), body)
+    assert r.status == 201, r.body
+    r = await target.req("POST", f"{pods_path(target.ns)}/{name}/binding",
+                         {"metadata": {"name": name}, "target": {"kind": "Node", "name": node}})
+    assert r.status == 201, r.body
+
+
+def phase_is(*phases: str) -> Callable[[dict[str, Any] | None], bool]:
+    return lambda pod: pod is not None and pod["status"].get("phase") in phases
+
+
+async def test_bound_pod_becomes_running_and_ready(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node)
+    pod = await wait_for(target, "p", phase_is("Running"))
+    status = pod["status"]
+    for ctype in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
+        assert condition(pod, ctype)["status"] == "True", ctype
+    assert status["hostIP"] and status["hostIPs"] == [{"ip": status["hostIP"]}]
+    assert status["podIP"] and status["podIPs"] == [{"ip": status["podIP"]}]
+    assert status["startTime"]
+    [cs] = status["containerStatuses"]
+    assert (cs["name"], cs["ready"], cs["started"], cs["restartCount"]) == ("app", True, True, 0)
+    assert "running" in cs["state"]
+    assert status["qosClass"] == "Burstable"  # status writes keep what the API server set
+
+
+AGENT_CASES = [
+    ({FAIL: "true"}, {}, "Failed", "False",
+     "the fail annotation makes a pod fail instead of starting"),
+    ({NEVER_READY: "true"}, {}, "Running", "False",
+     "the never-ready annotation runs a pod that never turns Ready"),
+    ({RUN_SECONDS: "0.2"}, {"restartPolicy": "Never"}, "Succeeded", "False",
+     "run-seconds completes a restartPolicy Never pod"),
+    ({RUN_SECONDS: "0.2"}, {"restartPolicy": "OnFailure"}, "Succeeded", "False",
+     "run-seconds completes a restartPolicy OnFailure pod"),
+]
+
+
+@pytest.mark.parametrize("annotations,spec,phase,ready", [c[:4] for c in AGENT_CASES], ids=[c[4] for c in AGENT_CASES])
+async def test_annotations_steer_the_pod_lifecycle(target, annotations, spec, phase, ready):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, annotations, **spec)
+    pod = await wait_for(target, "p", phase_is(phase))
+    assert condition(pod, "Ready")["status"] == ready
+    [cs] = pod["status"]["containerStatuses"]
+    if phase in ("Succeeded", "Failed"):
+        terminated = cs["state"]["terminated"]
+        assert terminated["exitCode"] == (0 if phase == "Succeeded" else 1)
+        assert terminated["reason"] == ("Completed" if phase == "Succeeded" else "Error")
+        assert condition(pod, "Ready")["reason"] == "PodCompleted"
+    else:
+        assert cs["ready"] is False and "running" in cs["state"]
+
+
+async def test_restart_policy_always_keeps_running_past_run_seconds(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, {RUN_SECONDS: "0.1"}, restartPolicy="Always")
+    await wait_for(target, "p", phase_is("Running"))
+    await asyncio.sleep(0.4)
+    r = await target.req("GET", f"{pods_path(target.ns)}/p")
+    assert r.body["status"]["phase"] == "Running"
+
+
+async def test_graceful_delete_completes_after_the_termination_delay(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node)
+    await wait_for(target, "p", phase_is("Running"))
+    r = await target.req("DELETE", f"{pods_path(target.ns)}/p")
+    assert r.status == 200, r.body  # the DELETE handler answers 200 while the deletion is pending
+    assert r.body["metadata"]["deletionTimestamp"]
+    assert r.body["metadata"]["deletionGracePeriodSeconds"] == 30
+    started = time.monotonic()
+    await wait_for(target, "p", lambda pod: pod is None)
+    assert time.monotonic() - started < 2  # termination_delay (0.1 s), not the 30 s grace period
+
+
+async def test_pods_on_a_deleted_node_fail_with_disruption_target(target):
+    target.only_sim(ONLY_SIM)
+    [node, other] = await target.make_nodes(2)
+    await bound_pod(target, "doomed", node)
+    await bound_pod(target, "safe", other)
+    await wait_for(target, "doomed", phase_is("Running"))
+    r = await target.req("DELETE", f"/api/v1/nodes/{node}")
+    assert r.status == 200, r.body
+    pod = await wait_for(target, "doomed", phase_is("Failed"))
+    dt = condition(pod, "DisruptionTarget")
+    assert (dt["status"], dt["reason"]) == ("True", "DeletionByPodGC")
+    assert node in dt["message"]
+    assert condition(pod, "Ready")["status"] == "False"
+    r = await target.req("GET", f"{pods_path(target.ns)}/safe")
+    assert r.body["status"]["phase"] == "Running"
+
+
+async def test_pod_bound_to_a_node_that_does_not_exist_fails(target):
+    target.only_sim(ONLY_SIM)
+    await bound_pod(target, "lost", "no-such-node")
+    pod = await wait_for(target, "lost", phase_is("Failed"))
+    dt = condition(pod, "DisruptionTarget")
+    assert (dt["status"], dt["reason"]) == ("True", "DeletionByPodGC")
+
+
+async def test_unbound_pods_are_left_alone(target):
+    target.only_sim(ONLY_SIM)
+    await target.make_nodes(1)
+    r = await target.req("POST", pods_path(target.ns), pod_body("pending"))
+    assert r.status == 201, r.body
+    created_rv = r.body["metadata"]["resourceVersion"]
+    await asyncio.sleep(0.3)
+    r = await target.req("GET", f"{pods_path(target.ns)}/pending")
+    assert r.body["status"]["phase"] == "Pending"
+    assert r.body["metadata"]["resourceVersion"] == created_rv  # not written at all
+
+
+async def _cluster_pod(c: SimCluster, s: aiohttp.ClientSession, name: str, **spec: Any) -> None:
+    base = f"{c.url}/api/v1/namespaces/default/pods"
+    async with s.post(base, data=orjson.dumps(pod_body(name, **spec))) as r:
+        assert r.status == 201, await r.text()
+    async with s.post(f"{base}/{name}/binding", data=orjson.dumps(
+            {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}})) as r:
+        assert r.status == 201, await r.text()
+
+
+async def _cluster_phase(c: SimCluster, s: aiohttp.ClientSession, name: str, want: str,
+                         timeout: float = 3.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        async with s.get(f"{c.url}/api/v1/namespaces/default/pods/{name}") as r:
+            pod = await r.json()
+        if pod["status"].get("phase") == want:
+            return pod
+        assert time.monotonic() < deadline, pod["status"]
+        await asyncio.sleep(0.02)
+
+
+CONFIG_CASES = [
+    (AgentConfig(ready_delay=0.05, run_time=0.2, tick=0.01), {"restartPolicy": "Never"}, "Succeeded",
+     "run_time completes pods that do not restart"),
+    (AgentConfig(ready_delay=0.05, fail_rate=1.0, tick=0.01), {}, "Failed",
+     "fail_rate 1 fails every pod"),
+]
+
+
+@pytest.mark.parametrize("config,spec,phase", [c[:3] for c in CONFIG_CASES], ids=[c[3] for c in CONFIG_CASES])
+async def test_agent_config_applies_to_every_pod(target, config, spec, phase):
+    target.only_sim(ONLY_SIM)
+    async with SimCluster(nodes=1, agent=config) as c, aiohttp.ClientSession() as s:
+        await _cluster_pod(c, s, "p", **spec)
+        await _cluster_phase(c, s, "p", phase)
+
+
+async def test_ready_delay_is_honoured(target):
+    target.only_sim(ONLY_SIM)
+    async with SimCluster(nodes=1, agent=AgentConfig(ready_delay=0.5, tick=0.01)) as c, \
+            aiohttp.ClientSession() as s:
+        started = time.monotonic()
+        await _cluster_pod(c, s, "p")
+        await asyncio.sleep(0.2)
+        async with s.get(f"{c.url}/api/v1/namespaces/default/pods/p") as r:
+            assert (await r.json())["status"]["phase"] == "Pending"
+        await _cluster_phase(c, s, "p", "Running")
+        assert time.monotonic() - started >= 0.5
+
+
+async def test_no_agent_leaves_bound_pods_pending(target):
+    target.only_sim(ONLY_SIM)
+    async with SimCluster(nodes=1, agent=None) as c, aiohttp.ClientSession() as s:
+        await _cluster_pod(c, s, "p")
+        await asyncio.sleep(0.2)
+        async with s.get(f"{c.url}/api/v1/namespaces/default/pods/p") as r:
+            pod = await r.json()
+        assert pod["status"]["phase"] == "Pending" and pod["spec"]["nodeName"] == "node-0"
