@@ -19,6 +19,7 @@ import time
 from typing import Any
 from urllib.parse import unquote
 
+import aiohttp
 import orjson
 from aiohttp import web
 
@@ -158,7 +159,7 @@ class APIServer:
             return await self._resource(request, info)
         except errors.APIError as exc:
             return _error(exc)
-        except (ConnectionResetError, asyncio.CancelledError):
+        except (ConnectionResetError, aiohttp.ClientConnectionResetError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a bug, never a crash: answer 500 and keep serving
             log.exception("internal error serving %s %s", request.method, request.path_qs)
@@ -371,7 +372,7 @@ class APIServer:
             # a Table request gets each event's object as a one-row Table (see tables.TableWatchWriter)
             out = resp if table is None else table.watch_writer(resp, rt, self.store.clock)
             await self._stream(out, watcher, rt, timeout, bookmarks, bool(send_initial))
-        except (ConnectionResetError, ConnectionError):
+        except (ConnectionResetError, ConnectionError, aiohttp.ClientConnectionResetError):
             pass  # the client went away
         finally:
             self._watch_count -= 1
