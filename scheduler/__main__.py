@@ -1,0 +1,81 @@
+"""``tandem-scheduler --config FILE [--kubeconfig PATH] [-v]``.
+
+Loads a KubeSchedulerConfiguration (or the default profile
+``tandem-scheduler``), connects with the kubeconfig (in-cluster config when
+none is given), and schedules until SIGTERM: the first signal stops taking
+new pods and drains binds in flight, a second one exits at once (uvicorn's
+habit). A bad config is one line naming the field, and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from scheduler.framework.registry import ConfigError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tandem-scheduler", description="A secondary Kubernetes scheduler.")
+    p.add_argument("--config", help="KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    p.add_argument("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz, /livez, /metrics")
+    p.add_argument("--secure-port", "--port", dest="port", type=int, default=10259,
+                   help="port for health and metrics (0 disables; plain HTTP)")
+    p.add_argument("-v", "--v", dest="verbosity", type=int, nargs="?", const=2, default=0,
+                   help="log verbosity: 0 warnings, 1-2 info, 3+ debug (klog-style -v=N)")
+    return p
+
+
+async def _serve(args: argparse.Namespace, config) -> int:
+    from scheduler.app import App
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            logging.getLogger("tandem").warning("second signal: exiting now")
+            sys.exit(1)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal)
+    async with App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
+                   health_port=args.port or None) as app:
+        waiter = asyncio.create_task(app.wait())
+        stopper = asyncio.create_task(stop.wait())
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity <= 2 else logging.DEBUG
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from scheduler.config import load_config
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"tandem-scheduler: invalid configuration: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"tandem-scheduler: cannot read --config {args.config}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        import uvloop
+        return uvloop.run(_serve(args, config))
+    except ImportError:
+        return asyncio.run(_serve(args, config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

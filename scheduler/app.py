@@ -1,0 +1,98 @@
+"""The scheduler process as one async context manager: client, informers, loop, metrics.
+
+    async with App(config, kubeconfig="sim.kubeconfig") as app:
+        ...   # app.scheduler schedules until the block exits
+
+Startup and cleanup are in one place (STYLE.md: aiohttp's cleanup_ctx):
+the API client, the pod and node informers, the event recorder, the
+health/metrics server and the scheduling loop start in order and stop in
+reverse; shutdown stops popping pods, then drains in-flight binds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from contextlib import AsyncExitStack
+from typing import Any
+
+from scheduler.apiclient import from_kubeconfig
+from scheduler.config import SchedulerConfig
+from scheduler.informers import Informer
+from scheduler.observe import EventRecorder, Metrics, serve_health
+from scheduler.scheduler import Scheduler
+
+log = logging.getLogger("tandem.app")
+
+
+class App:
+    def __init__(self, config: SchedulerConfig, kubeconfig: str | None = None,
+                 health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None) -> None:
+        self.config = config
+        self.kubeconfig = kubeconfig
+        self.health_host = health_host
+        self.health_port = health_port      # None: no health/metrics server
+        self.client = client
+        self.metrics = Metrics()
+        self.scheduler: Scheduler | None = None
+        self._stack = AsyncExitStack()
+        self._loop_task: asyncio.Task[None] | None = None
+        self.informers: list[Informer] = []
+
+    async def __aenter__(self) -> "App":
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start(self) -> None:
+        stack = self._stack
+        if self.client is None:
+            self.client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
+                                                burst=self.config.client_burst)
+            stack.push_async_callback(self.client.close)
+        name = self.config.profiles[0].scheduler_name
+        events = EventRecorder(self.client.create_event, name, patch=getattr(self.client, "patch_event", None),
+                               metrics=self.metrics)
+        events.start()
+        stack.push_async_callback(events.stop)
+        sched = self.scheduler = Scheduler(self.config, self.client, events, self.metrics)
+        self.metrics.bind_queue(sched.queue)
+
+        nodes = Informer(self.client, "/api/v1/nodes", name="nodes",
+                         on_add=sched.on_node_add, on_update=sched.on_node_update, on_delete=sched.on_node_delete)
+        pods = Informer(self.client, "/api/v1/pods", name="pods",
+                        on_add=sched.on_pod_add, on_update=sched.on_pod_update, on_delete=sched.on_pod_delete)
+        self.informers = [nodes, pods]
+        for inf in self.informers:
+            inf.start()
+            stack.push_async_callback(inf.stop)
+        # nodes first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
+        await nodes.synced.wait()
+        await pods.synced.wait()
+        if self.health_port is not None:
+            await stack.enter_async_context(
+                serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
+        self._loop_task = asyncio.create_task(sched.run(), name="tandem-scheduling-loop")
+        stack.push_async_callback(self._stop_loop)
+        log.info("scheduling for %s", ", ".join(p.scheduler_name for p in self.config.profiles))
+
+    async def _stop_loop(self) -> None:
+        assert self.scheduler is not None and self._loop_task is not None
+        await self.scheduler.stop()
+        try:
+            await asyncio.wait_for(self._loop_task, timeout=5)
+        except asyncio.TimeoutError:
+            self._loop_task.cancel()
+        if self._loop_task.done() and not self._loop_task.cancelled() and self._loop_task.exception():
+            log.error("scheduling loop ended with %r", self._loop_task.exception())
+
+    async def wait(self) -> None:
+        """Until the scheduling loop ends (it ends only on stop or a bug)."""
+        if self._loop_task is not None:
+            await self._loop_task

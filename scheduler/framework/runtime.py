@@ -1,0 +1,364 @@
+"""The framework runtime: one per profile, running its plugins at each extension point.
+
+Semantics follow kube-scheduler's frameworkImpl:
+
+* PreFilter runs every plugin; Skip removes that plugin's Filter for this
+  pod; a rejection ends the cycle (no Filter, PostFilter only if the code is
+  Unschedulable); results narrow the nodes (intersection).
+* Filter runs plugins in order over the rows still feasible, so a node is
+  judged by the first plugin that rejects it, as upstream's per-node loop
+  stops at the first failure. Reasons are counted per node for the
+  "0/N nodes are available: ..." message.
+* Score sums weight * normalized score; plugins whose PreScore said Skip
+  are left out. Scores are int64 arrays over the feasible rows.
+* Reserve runs in order; a failure runs Unreserve of all in reverse.
+* Permit: any rejection rejects; Wait holds the pod (WaitingPod) until every
+  waiting plugin allows it, one rejects it, or the shortest timeout passes.
+* Bind plugins run in order until one does not Skip.
+
+An exception escaping a plugin becomes Status(ERROR) naming the plugin:
+the cycle fails for that pod, the scheduler goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from scheduler.framework import interface as fi
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.registry import REGISTRY, ConfigError, parse_args
+from scheduler.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from scheduler.config import Profile
+    from scheduler.model import Pod
+
+log = logging.getLogger("tandem.framework")
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why a pod fits nowhere: the reason histogram and who rejected it."""
+
+    num_all_nodes: int = 0
+    reasons: dict[str, int] = field(default_factory=dict)       # reason -> node count
+    unresolvable_rows: np.ndarray | None = None                 # rows preemption cannot help
+    rejected_rows: np.ndarray | None = None                     # rows rejected by Filter (any code)
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    pre_filter_msg: str = ""
+    post_filter_msg: str = ""
+
+    def add(self, reason: str, count: int) -> None:
+        if count:
+            self.reasons[reason] = self.reasons.get(reason, 0) + count
+
+    def message(self) -> str:
+        """FitError.Error(): ``0/N nodes are available: 2 Insufficient cpu, 3 node(s) ...``."""
+        msg = f"0/{self.num_all_nodes} nodes are available:"
+        if self.pre_filter_msg:
+            msg += f" {self.pre_filter_msg}."
+        else:
+            # sort.Strings over "count reason", exactly as upstream orders them
+            parts = sorted(f"{n} {r}" for r, n in self.reasons.items())
+            if parts:
+                msg += " " + ", ".join(parts) + "."
+        if self.post_filter_msg:
+            msg += f" {self.post_filter_msg}"
+        return msg
+
+
+@dataclass(slots=True)
+class WaitingPod:
+    pod: "Pod"
+    node: str
+    pending: dict[str, float]                    # plugin -> deadline (monotonic)
+    future: asyncio.Future[Status]
+    timer: asyncio.TimerHandle | None = None
+
+    def allow(self, plugin: str) -> None:
+        self.pending.pop(plugin, None)
+        if not self.pending and not self.future.done():
+            self.future.set_result(Status())
+
+    def reject(self, plugin: str, msg: str) -> None:
+        if not self.future.done():
+            self.future.set_result(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
+
+
+class Framework:
+    """A profile's plugins, instantiated, and the code that runs them."""
+
+    def __init__(self, profile: "Profile", handle: Handle, metrics: Any = None) -> None:
+        self.profile = profile
+        self.name = profile.scheduler_name
+        self.handle = handle
+        self.metrics = metrics
+        handle.framework = self
+        self.plugins: dict[str, Any] = {}
+        for point, names in profile.plugins.items():
+            for name in names:
+                if name not in self.plugins:
+                    cls = REGISTRY.get(name)
+                    if cls is None:
+                        raise ConfigError(f"profiles[{profile.scheduler_name}]: plugin {name!r} is not registered")
+                    args = profile.plugin_args.get(name)
+                    if args is None:
+                        args = parse_args(getattr(cls, "Args", None), None, f"pluginConfig[{name}].args")
+                    self.plugins[name] = cls(args, handle)
+
+        def at(point: str) -> list[Any]:
+            proto = fi.EXTENSION_POINTS[point]
+            out = []
+            for n in profile.plugins.get(point, []):
+                p = self.plugins[n]
+                if not isinstance(p, proto):
+                    raise ConfigError(f"profiles[{profile.scheduler_name}].plugins.{point}: "
+                                      f"{n} does not implement {point}")
+                out.append(p)
+            return out
+
+        self.pre_enqueue_plugins = at("preEnqueue")
+        self.queue_sort = at("queueSort")
+        self.pre_filter_plugins = at("preFilter")
+        self.filter_plugins = at("filter")
+        self.post_filter_plugins = at("postFilter")
+        self.pre_score_plugins = at("preScore")
+        self.score_plugins = at("score")
+        self.reserve_plugins = at("reserve")
+        self.permit_plugins = at("permit")
+        self.pre_bind_plugins = at("preBind")
+        self.bind_plugins = at("bind")
+        self.post_bind_plugins = at("postBind")
+        self.weights = {p.NAME: profile.weights.get(p.NAME, 1) for p in self.score_plugins}
+        self.waiting: dict[str, WaitingPod] = {}
+
+    # ------------------------------------------------------------------ queueing
+
+    def sort_key(self, info: Any) -> tuple:
+        if self.queue_sort:
+            return self.queue_sort[0].sort_key(info)
+        return (-info.pod.priority, info.timestamp)
+
+    def pre_enqueue(self, pod: "Pod") -> Status:
+        for p in self.pre_enqueue_plugins:
+            st = self._call(p, "PreEnqueue", p.pre_enqueue, pod)
+            if not st.is_success():
+                return st.with_plugin(p.NAME)
+        return Status()
+
+    def events_to_register(self) -> list[tuple[str, fi.ClusterEventWithHint]]:
+        out = []
+        for p in self.plugins.values():
+            if isinstance(p, fi.EnqueueExtensions):
+                for ev in p.events_to_register():
+                    out.append((p.NAME, ev))
+        return out
+
+    # ------------------------------------------------------------------ scheduling cycle
+
+    def _call(self, plugin: Any, point: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # a plugin bug must not take the scheduler down
+            log.exception("plugin %s failed at %s", plugin.NAME, point)
+            return Status.from_error(exc, plugin.NAME)
+
+    def run_pre_filter(self, state: CycleState, pod: "Pod") -> tuple[np.ndarray, Status, Diagnosis]:
+        """Returns the rows to filter, the status, and a Diagnosis started with PreFilter's verdict."""
+        nodes = self.handle.nodes
+        rows = nodes.rows()
+        diag = Diagnosis(num_all_nodes=len(rows))
+        allowed: frozenset[str] | None = None
+        narrowed_by: list[str] = []
+        for p in self.pre_filter_plugins:
+            res = self._call(p, "PreFilter", p.pre_filter, state, pod, nodes)
+            if isinstance(res, Status):
+                return rows[:0], res, diag
+            result, st = res
+            if st.is_skip():
+                state.skip_filter.add(p.NAME)
+                continue
+            if not st.is_success():
+                st.with_plugin(p.NAME)
+                if st.is_rejected():
+                    diag.pre_filter_msg = st.message()
+                    diag.unschedulable_plugins.add(p.NAME)
+                return rows[:0], st, diag
+            if result is not None and result.node_names is not None:
+                allowed = result.node_names if allowed is None else allowed & result.node_names
+                narrowed_by.append(p.NAME)
+        if allowed is not None:
+            idx = [nodes.index[n] for n in allowed if n in nodes.index and nodes.valid[nodes.index[n]]]
+            if not idx:
+                st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+                            "node(s) didn't satisfy plugin(s) [" + " ".join(sorted(narrowed_by)) + "]",
+                            plugin=narrowed_by[0])
+                diag.pre_filter_msg = st.message()
+                diag.unschedulable_plugins.update(narrowed_by)
+                return rows[:0], st, diag
+            narrowed = np.array(sorted(idx), dtype=np.int64)
+            # nodes PreFilter ruled out count as "didn't satisfy plugin(s)" in the message
+            diag.add("node(s) didn't satisfy plugin(s) [" + " ".join(sorted(narrowed_by)) + "]",
+                     len(rows) - len(narrowed))
+            diag.unschedulable_plugins.update(narrowed_by)
+            rows = narrowed
+        return rows, Status(), diag
+
+    def run_filter(self, state: CycleState, pod: "Pod", rows: np.ndarray, diag: Diagnosis) -> tuple[np.ndarray, Status]:
+        """Rows that pass every Filter; rejections are counted into ``diag``."""
+        nodes = self.handle.nodes
+        unresolvable: list[np.ndarray] = []
+        rejected: list[np.ndarray] = []
+        for p in self.filter_plugins:
+            if len(rows) == 0:
+                break
+            if p.NAME in state.skip_filter:
+                continue
+            res = self._call(p, "Filter", p.filter, state, pod, nodes, rows)
+            if isinstance(res, Status):
+                return rows[:0], res
+            if res.error is not None:
+                return rows[:0], res.error.with_plugin(p.NAME)
+            passed = res.passed
+            if passed.all():
+                continue
+            failed = ~passed
+            rejected.append(rows[failed])
+            for rej in res.rejections:
+                m = rej.mask & failed
+                diag.add(rej.reason, int(m.sum()))
+                if rej.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    unresolvable.append(rows[m])
+            diag.unschedulable_plugins.add(p.NAME)
+            rows = rows[passed]
+        if unresolvable:
+            diag.unresolvable_rows = np.concatenate(unresolvable)
+        if rejected:
+            diag.rejected_rows = np.concatenate(rejected)
+        return rows, Status()
+
+    def run_post_filter(self, state: CycleState, pod: "Pod", diag: Diagnosis) -> tuple[fi.PostFilterResult | None, Status]:
+        st = Status(Code.UNSCHEDULABLE)
+        for p in self.post_filter_plugins:
+            res = self._call(p, "PostFilter", p.post_filter, state, pod, diag)
+            if isinstance(res, Status):
+                return None, res
+            result, st = res
+            if st.is_success():
+                return result, st.with_plugin(p.NAME)
+            if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                return result, st.with_plugin(p.NAME)
+            if st.code == Code.ERROR:
+                return result, st.with_plugin(p.NAME)
+        return None, st
+
+    def run_score(self, state: CycleState, pod: "Pod", rows: np.ndarray) -> tuple[np.ndarray, Status]:
+        """Weighted total score per row (int64[k])."""
+        nodes = self.handle.nodes
+        total = np.zeros(len(rows), dtype=np.int64)
+        if len(rows) <= 1:
+            return total, Status()
+        for p in self.pre_score_plugins:
+            st = self._call(p, "PreScore", p.pre_score, state, pod, nodes, rows)
+            if st.is_skip():
+                state.skip_score.add(p.NAME)
+            elif not st.is_success():
+                return total, st.with_plugin(p.NAME)
+        for p in self.score_plugins:
+            if p.NAME in state.skip_score:
+                continue
+            scores = self._call(p, "Score", p.score, state, pod, nodes, rows)
+            if isinstance(scores, Status):
+                return total, scores
+            if isinstance(p, fi.ScoreNormalizer):
+                st = self._call(p, "NormalizeScore", p.normalize, state, pod, scores)
+                if isinstance(st, Status) and not st.is_success():
+                    return total, st
+            total += scores * self.weights[p.NAME]
+        return total, Status()
+
+    def run_reserve(self, state: CycleState, pod: "Pod", node: str) -> Status:
+        for p in self.reserve_plugins:
+            st = self._call(p, "Reserve", p.reserve, state, pod, node)
+            if not st.is_success():
+                return st.with_plugin(p.NAME)
+        return Status()
+
+    def run_unreserve(self, state: CycleState, pod: "Pod", node: str) -> None:
+        for p in reversed(self.reserve_plugins):
+            self._call(p, "Unreserve", p.unreserve, state, pod, node)
+
+    def run_permit(self, state: CycleState, pod: "Pod", node: str) -> Status:
+        """Success, a rejection, or Wait (the pod is now a WaitingPod)."""
+        waits: dict[str, float] = {}
+        now = self.handle.clock()
+        for p in self.permit_plugins:
+            res = self._call(p, "Permit", p.permit, state, pod, node)
+            if isinstance(res, Status):
+                return res
+            st, timeout = res
+            if st.is_wait():
+                waits[p.NAME] = now + max(0.0, timeout)
+            elif not st.is_success():
+                return st.with_plugin(p.NAME)
+        if not waits:
+            return Status()
+        loop = asyncio.get_running_loop()
+        wp = WaitingPod(pod, node, waits, loop.create_future())
+        deadline = min(waits.values())
+        first = min(waits, key=waits.get)  # type: ignore[arg-type]
+        wp.timer = loop.call_at(loop.time() + (deadline - now), wp.reject, first,
+                                f"rejected due to timeout after waiting {deadline - now:.0f}s at plugin {first}")
+        self.waiting[pod.uid] = wp
+        return Status(Code.WAIT, plugin=first)
+
+    async def wait_on_permit(self, pod: "Pod") -> Status:
+        wp = self.waiting.get(pod.uid)
+        if wp is None:
+            return Status()
+        try:
+            return await wp.future
+        finally:
+            if wp.timer is not None:
+                wp.timer.cancel()
+            self.waiting.pop(pod.uid, None)
+
+    def get_waiting_pod(self, uid: str) -> WaitingPod | None:
+        return self.waiting.get(uid)
+
+    def iterate_waiting_pods(self) -> list[WaitingPod]:
+        return list(self.waiting.values())
+
+    async def run_pre_bind(self, state: CycleState, pod: "Pod", node: str) -> Status:
+        for p in self.pre_bind_plugins:
+            try:
+                st = await p.pre_bind(state, pod, node)
+            except Exception as exc:
+                log.exception("plugin %s failed at PreBind", p.NAME)
+                st = Status.from_error(exc, p.NAME)
+            if not st.is_success():
+                return st.with_plugin(p.NAME)
+        return Status()
+
+    async def run_bind(self, state: CycleState, pod: "Pod", node: str) -> Status:
+        for p in self.bind_plugins:
+            try:
+                st = await p.bind(state, pod, node)
+            except Exception as exc:
+                log.exception("plugin %s failed at Bind", p.NAME)
+                st = Status.from_error(exc, p.NAME)
+            if st.is_skip():
+                continue
+            return st.with_plugin(p.NAME)
+        return Status(Code.ERROR, "no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: "Pod", node: str) -> None:
+        for p in self.post_bind_plugins:
+            self._call(p, "PostBind", p.post_bind, state, pod, node)

@@ -1,0 +1,342 @@
+"""The scheduling queue: activeQ, backoffQ and unschedulable pods, as kube-scheduler's PriorityQueue.
+
+* **activeQ** is a heap ordered by the QueueSort plugin's key; ``pop``
+  awaits until it has a pod.
+* **backoffQ** holds pods that failed, until ``initial * 2^(attempts-1)``
+  (capped at max) has passed since their last attempt.
+* **unschedulable** holds pods rejected by plugins; a cluster event moves
+  one out only if a plugin that rejected it registered for that event (and
+  its queueing hint says Queue). Pods left there longer than 5 minutes are
+  flushed back (podMaxInUnschedulablePodsDuration).
+* **gated** pods failed PreEnqueue (scheduling gates, a gang not yet
+  complete); they are retried when they are updated or an event that the
+  gating plugin registered for arrives.
+
+A pod popped for a cycle is "in flight" until :meth:`done`; the events that
+arrive meanwhile are recorded, and if the pod comes back unschedulable
+those events are replayed against it, so an event that raced with a cycle
+is never lost. Every pod the queue knows is in exactly one of: activeQ,
+backoffQ, unschedulable, in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
+from scheduler.framework.status import Status
+
+if TYPE_CHECKING:
+    from scheduler.model import Pod
+
+log = logging.getLogger("tandem.queue")
+
+UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
+FORCE_ACTIVATE = ClusterEvent(Resource.WILDCARD, ActionType.ALL, "ForceActivate")
+
+
+@dataclass(slots=True)
+class QueuedPodInfo:
+    pod: "Pod"
+    profile: str                          # schedulerName: which framework schedules it
+    timestamp: float                      # when it last entered activeQ/backoffQ (queue sort uses it)
+    initial_attempt: float = 0.0          # first time it was popped (for the SLI metric)
+    attempts: int = 0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    pending_plugins: set[str] = field(default_factory=set)
+    gated_by: str = ""
+    last_failure: float = 0.0             # when the last attempt failed (backoff counts from here)
+    in_flight_from: int = 0               # event-log position when popped
+
+    @property
+    def uid(self) -> str:
+        return self.pod.uid
+
+
+class SchedulingQueue:
+    def __init__(self, sort_key: Callable[[QueuedPodInfo], tuple],
+                 pre_enqueue: Callable[[QueuedPodInfo], Status],
+                 hints: dict[str, dict[str, list[ClusterEventWithHint]]],
+                 initial_backoff: float = 1.0, max_backoff: float = 10.0,
+                 max_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+        """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions)."""
+        self.sort_key = sort_key
+        self.pre_enqueue = pre_enqueue
+        self.hints = hints
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable = max_unschedulable
+        self.clock = clock
+        self._active: list[tuple[tuple, int, str]] = []
+        self._active_tokens: dict[str, int] = {}      # uid -> token of its live heap entry
+        self._backoff: list[tuple[float, int, str]] = []
+        self._backoff_tokens: dict[str, int] = {}
+        self.infos: dict[str, QueuedPodInfo] = {}      # every pod the queue holds, by uid
+        self.where: dict[str, str] = {}                # uid -> "active" | "backoff" | "unschedulable" | "gated" | "inflight"
+        self._inflight: set[str] = set()
+        self._parked: set[str] = set()                 # unschedulable or gated: what events may move
+        self._counter = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._events: list[tuple[int, ClusterEvent, Any, Any]] = []   # recorded while pods are in flight
+        self._event_seq = 0
+        self._closed = False
+        self.moved: dict[str, int] = {}                # event label -> pods moved (metrics)
+
+    # ------------------------------------------------------------------ sizes
+
+    def counts(self) -> dict[str, int]:
+        out = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0}
+        for w in self.where.values():
+            if w in out:
+                out[w] += 1
+        return out
+
+    def __contains__(self, uid: str) -> bool:
+        return uid in self.infos
+
+    # ------------------------------------------------------------------ internals
+
+    def _set_where(self, uid: str, where: str | None) -> None:
+        old = self.where.get(uid)
+        if old == "inflight":
+            self._inflight.discard(uid)
+        elif old in ("unschedulable", "gated"):
+            self._parked.discard(uid)
+        if where is None:
+            self.where.pop(uid, None)
+            return
+        self.where[uid] = where
+        if where == "inflight":
+            self._inflight.add(uid)
+        elif where in ("unschedulable", "gated"):
+            self._parked.add(uid)
+
+    def _push_active(self, qi: QueuedPodInfo) -> None:
+        token = next(self._counter)
+        self._active_tokens[qi.uid] = token
+        self._backoff_tokens.pop(qi.uid, None)
+        heapq.heappush(self._active, (self.sort_key(qi), token, qi.uid))
+        self._set_where(qi.uid, "active")
+        self._wakeup.set()
+
+    def _push_backoff(self, qi: QueuedPodInfo) -> None:
+        token = next(self._counter)
+        self._backoff_tokens[qi.uid] = token
+        self._active_tokens.pop(qi.uid, None)
+        heapq.heappush(self._backoff, (self.backoff_expiry(qi), token, qi.uid))
+        self._set_where(qi.uid, "backoff")
+        self._wakeup.set()
+
+    def _park(self, qi: QueuedPodInfo, where: str) -> None:
+        self._active_tokens.pop(qi.uid, None)
+        self._backoff_tokens.pop(qi.uid, None)
+        self._set_where(qi.uid, where)
+        qi.timestamp = self.clock()
+
+    def backoff_expiry(self, qi: QueuedPodInfo) -> float:
+        if qi.attempts == 0:
+            return qi.last_failure
+        d = self.initial_backoff * (2 ** min(qi.attempts - 1, 30))
+        return qi.last_failure + min(d, self.max_backoff)
+
+    def _enqueue(self, qi: QueuedPodInfo) -> None:
+        """Active, or gated when a PreEnqueue plugin says no."""
+        st = self.pre_enqueue(qi)
+        if not st.is_success():
+            qi.gated_by = st.plugin
+            qi.unschedulable_plugins = {st.plugin} if st.plugin else set()
+            self._park(qi, "gated")
+            return
+        qi.gated_by = ""
+        qi.timestamp = self.clock()
+        if qi.attempts and self.backoff_expiry(qi) > self.clock():
+            self._push_backoff(qi)
+        else:
+            self._push_active(qi)
+
+    # ------------------------------------------------------------------ pod events
+
+    def add(self, pod: "Pod", profile: str) -> None:
+        """A new unscheduled pod of one of our profiles."""
+        if pod.uid in self.infos:
+            self.update(pod)
+            return
+        qi = QueuedPodInfo(pod, profile, self.clock())
+        self.infos[pod.uid] = qi
+        self._enqueue(qi)
+
+    def update(self, pod: "Pod") -> None:
+        qi = self.infos.get(pod.uid)
+        if qi is None:
+            return
+        old = qi.pod
+        qi.pod = pod
+        where = self.where.get(pod.uid)
+        if where == "active":
+            self._push_active(qi)  # re-sort: priority may have changed
+        elif where in ("unschedulable", "gated"):
+            if where == "gated" or _may_help(old, pod):
+                # an update that might make it schedulable (upstream: isPodUpdated + hints)
+                self._enqueue(qi)
+        # backoff: stays; in flight: the recorded event is replayed at done()
+        self.record(ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"), old, pod)
+
+    def delete(self, uid: str) -> None:
+        self.infos.pop(uid, None)
+        self._set_where(uid, None)
+        self._active_tokens.pop(uid, None)
+        self._backoff_tokens.pop(uid, None)
+
+    # ------------------------------------------------------------------ the cycle side
+
+    async def pop(self) -> QueuedPodInfo | None:
+        """The next pod to schedule; None once the queue is closed."""
+        while not self._closed:
+            now = self.clock()
+            self._flush_backoff(now)
+            while self._active:
+                _, token, uid = heapq.heappop(self._active)
+                if self._active_tokens.get(uid) != token:
+                    continue  # stale entry (moved or re-sorted)
+                del self._active_tokens[uid]
+                qi = self.infos[uid]
+                self._set_where(uid, "inflight")
+                qi.in_flight_from = self._event_seq
+                qi.attempts += 1
+                if not qi.initial_attempt:
+                    qi.initial_attempt = now
+                return qi
+            self._wakeup.clear()
+            timeout = None
+            if self._backoff:
+                timeout = max(0.0, self._backoff[0][0] - now)
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+        return None
+
+    def _flush_backoff(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, token, uid = heapq.heappop(self._backoff)
+            if self._backoff_tokens.get(uid) != token:
+                continue
+            del self._backoff_tokens[uid]
+            self._push_active(self.infos[uid])
+
+    def flush_unschedulable_leftover(self) -> int:
+        """Move pods unschedulable for longer than max_unschedulable back (run periodically)."""
+        now = self.clock()
+        moved = 0
+        for uid in list(self._parked):
+            if self.where[uid] == "unschedulable" and now - self.infos[uid].timestamp > self.max_unschedulable:
+                self._requeue(self.infos[uid], UNSCHEDULABLE_TIMEOUT)
+                moved += 1
+        return moved
+
+    def done(self, uid: str) -> None:
+        """The pod left the cycle for good (bound, or deleted)."""
+        if self.where.get(uid) == "inflight":
+            self.delete(uid)
+        self._trim_events()
+
+    def requeue_failed(self, qi: QueuedPodInfo, unschedulable: bool) -> None:
+        """A failed attempt: back to backoff or unschedulable, unless an event since pop says try again."""
+        if qi.uid not in self.infos or self.where.get(qi.uid) != "inflight":
+            return  # deleted (or bound) while in flight
+        qi.last_failure = self.clock()
+        if not unschedulable:
+            self._push_backoff(qi)  # an error: retry after backoff
+        else:
+            missed = [e for e in self._events if e[0] >= qi.in_flight_from]
+            if any(self._worth_moving(qi, ev, old, new) for _, ev, old, new in missed):
+                self._push_backoff(qi)
+            else:
+                self._park(qi, "unschedulable")
+        self._trim_events()
+
+    def activate(self, uids: list[str]) -> None:
+        """Move these pods to activeQ now (upstream's Activate, used by gang plugins)."""
+        for uid in uids:
+            qi = self.infos.get(uid)
+            if qi is not None and self.where.get(uid) in ("unschedulable", "backoff", "gated"):
+                if self.where[uid] == "gated":
+                    self._enqueue(qi)
+                else:
+                    self._push_active(qi)
+
+    # ------------------------------------------------------------------ cluster events
+
+    def record(self, event: ClusterEvent, old: Any, new: Any) -> None:
+        if self._inflight:
+            self._event_seq += 1
+            self._events.append((self._event_seq, event, old, new))
+
+    def _trim_events(self) -> None:
+        starts = [self.infos[u].in_flight_from for u in self._inflight]
+        if not starts:
+            self._events.clear()
+            return
+        low = min(starts)
+        if self._events and self._events[0][0] < low:
+            self._events = [e for e in self._events if e[0] >= low]
+
+    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
+        """A cluster event: move the unschedulable and gated pods it may help. Returns how many moved."""
+        self.record(event, old, new)
+        moved = 0
+        for uid in list(self._parked):
+            qi = self.infos[uid]
+            if self._worth_moving(qi, event, old, new):
+                self._requeue(qi, event)
+                moved += 1
+        if moved:
+            self.moved[event.label] = self.moved.get(event.label, 0) + moved
+        return moved
+
+    def _requeue(self, qi: QueuedPodInfo, event: ClusterEvent) -> None:
+        if self.where.get(qi.uid) == "gated":
+            self._enqueue(qi)
+        elif qi.attempts and self.backoff_expiry(qi) > self.clock():
+            self._push_backoff(qi)
+        else:
+            self._push_active(qi)
+
+    def _worth_moving(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
+        if event.resource == Resource.WILDCARD:
+            return True
+        plugins = qi.unschedulable_plugins | qi.pending_plugins
+        if not plugins:
+            return True  # rejected with no plugin to blame: any event may help
+        registered = self.hints.get(qi.profile, {})
+        for name in plugins:
+            for ceh in registered.get(name, ()):
+                if not ceh.event.matches(event):
+                    continue
+                if ceh.hint is None:
+                    return True
+                try:
+                    if ceh.hint(qi.pod, old, new) == QueueingHint.QUEUE:
+                        return True
+                except Exception:
+                    log.exception("queueing hint of %s failed; queueing the pod", name)
+                    return True
+        return False
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()
+
+
+def _may_help(old: "Pod", new: "Pod") -> bool:
+    """Did an update change anything scheduling looks at (upstream's isPodUpdated, minus status)?"""
+    return (old.requests != new.requests or old.node_selector != new.node_selector or old.affinity != new.affinity
+            or old.tolerations != new.tolerations or old.labels != new.labels
+            or old.scheduling_gates != new.scheduling_gates or old.priority != new.priority
+            or old.topology_spread != new.topology_spread)

@@ -1,0 +1,393 @@
+"""The scheduler: informers feed the cache and the queue; one loop runs cycles; tasks bind.
+
+:meth:`Scheduler.schedule_one` is the scheduling cycle and is synchronous
+(no await): PreFilter, Filter, PostFilter, Score, pick, assume, Reserve,
+Permit. Nothing can change the cache under it, so no snapshot is taken.
+Each pod that leaves the cycle gets a binding task (wait on Permit,
+PreBind, Bind, PostBind) that runs concurrently with later cycles. A failure
+anywhere after assume runs Unreserve, forgets the assumed pod and requeues
+it: a pod is always in the queue, in a cycle, waiting on Permit, binding,
+or bound.
+
+What users see is what kube-scheduler writes: Scheduled / FailedScheduling
+events (events.k8s.io/v1, reportingController = the profile's
+schedulerName), the PodScheduled=False condition with reason Unschedulable
+or SchedulerError, and the "0/N nodes are available: ..." message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Awaitable
+
+import numpy as np
+
+from scheduler.cache import Cache
+from scheduler.config import SchedulerConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interface import ActionType, ClusterEvent, Resource
+from scheduler.framework.runtime import Diagnosis, Framework
+from scheduler.framework.status import Code, Status
+from scheduler.model import Node, Pod, parse_node, parse_pod
+from scheduler.queue import QueuedPodInfo, SchedulingQueue
+
+log = logging.getLogger("tandem.scheduler")
+
+# kube-scheduler's sampling constants (schedule_one.go)
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int) -> int:
+    """How many feasible nodes upstream looks for before it stops filtering (0 or 100 = adaptive/all rules)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage >= 100:
+        return num_all_nodes
+    if percentage <= 0:
+        percentage = BASE_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125
+        percentage = max(percentage, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    n = num_all_nodes * percentage // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, client: Any, events: Any = None, metrics: Any = None,
+                 seed: int | None = None) -> None:
+        self.config = config
+        self.client = client
+        self.events = events
+        self.metrics = metrics
+        self.cache = Cache()
+        self.frameworks: dict[str, Framework] = {}
+        for profile in config.profiles:
+            recorder = events.for_profile(profile.scheduler_name) if events is not None else None
+            handle = Handle(self.cache, client, profile.scheduler_name, recorder)
+            self.frameworks[profile.scheduler_name] = Framework(profile, handle, metrics)
+        first = next(iter(self.frameworks.values()))
+        hints = {name: {} for name in self.frameworks}
+        for name, fw in self.frameworks.items():
+            for plugin, ceh in fw.events_to_register():
+                hints[name].setdefault(plugin, []).append(ceh)
+        self.queue = SchedulingQueue(first.sort_key, self._pre_enqueue, hints,
+                                     config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
+        self.rng = random.Random(seed)
+        self.next_start = 0
+        self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+        self.cycle_durations: list[float] = []  # seconds, for benchmarks (bounded)
+        self.scheduled = 0
+
+    # ------------------------------------------------------------------ queue glue
+
+    def _pre_enqueue(self, qi: QueuedPodInfo) -> Status:
+        return self.frameworks[qi.profile].pre_enqueue(qi.pod)
+
+    def _spawn(self, coro: Awaitable[Any], what: str) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task[Any]) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("%s failed: %r", what, t.exception())
+
+        task.add_done_callback(done)
+
+    # ------------------------------------------------------------------ informer handlers (pods)
+
+    def on_pod_add(self, obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        self.pods[pod.uid] = pod
+        if pod.node_name:
+            if not pod.terminal:
+                self.cache.add_pod(pod)
+                self.queue.delete(pod.uid)  # bound by someone: not ours to schedule any more
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd"), None, pod)
+        elif pod.scheduler_name in self.frameworks and not pod.deleting:
+            self.queue.add(pod, pod.scheduler_name)
+
+    def on_pod_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        old = self.pods.get(pod.uid)
+        self.pods[pod.uid] = pod
+        if pod.node_name:
+            if pod.terminal:
+                # finished pods free their node (the informer's assigned-and-not-terminal filter)
+                self.cache.remove_pod(pod)
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+                return
+            was_cached = self.cache.where(pod.uid) is not None
+            self.cache.update_pod(pod)
+            self.queue.delete(pod.uid)
+            if old is None or not old.node_name or not was_cached:
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd"), old, pod)
+            else:
+                action = 0
+                if old.labels != pod.labels:
+                    action |= ActionType.UPDATE_POD_LABEL
+                if any(pod.requests.get(k, 0) < v for k, v in old.requests.items()):
+                    action |= ActionType.UPDATE_POD_SCALE_DOWN
+                if action:
+                    self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, action, "AssignedPodUpdate"), old, pod)
+        elif pod.scheduler_name in self.frameworks:
+            if pod.deleting:
+                self._forget_unbound(pod)
+            elif pod.uid in self.queue:
+                self.queue.update(pod)
+            elif not self.cache.is_assumed(pod.uid) and pod.uid not in self._waiting_uids():
+                self.queue.add(pod, pod.scheduler_name)
+
+    def on_pod_delete(self, obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        old = self.pods.pop(pod.uid, pod)
+        self._forget_unbound(pod)
+        if self.cache.where(pod.uid) is not None:
+            self.cache.remove_pod(pod)
+            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+
+    def _forget_unbound(self, pod: Pod) -> None:
+        self.queue.delete(pod.uid)
+        for fw in self.frameworks.values():
+            wp = fw.get_waiting_pod(pod.uid)
+            if wp is not None:
+                wp.reject("", "pod was deleted while waiting")
+
+    def _waiting_uids(self) -> set[str]:
+        out: set[str] = set()
+        for fw in self.frameworks.values():
+            out.update(fw.waiting)
+        return out
+
+    # ------------------------------------------------------------------ informer handlers (nodes)
+
+    def on_node_add(self, obj: dict[str, Any]) -> None:
+        node = parse_node(obj)
+        if node.invalid:
+            log.warning("node %s: %s; scheduling onto it as far as it parses", node.name, node.invalid)
+        self.cache.add_node(node)
+        self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
+
+    def on_node_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        node = parse_node(obj)
+        old = self.cache.node(node.name)
+        self.cache.update_node(node)
+        if old is None:
+            self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
+            return
+        action = node_update_action(old, node)
+        if action:
+            self.queue.on_event(ClusterEvent(Resource.NODE, action, "NodeUpdate"), old, node)
+
+    def on_node_delete(self, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        old = self.cache.node(name)
+        self.cache.remove_node(name)
+        self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.DELETE, "NodeDelete"), old, None)
+
+    # ------------------------------------------------------------------ the scheduling cycle
+
+    def schedule_one(self, qi: QueuedPodInfo) -> None:
+        """One scheduling cycle. Synchronous: the cache cannot change under it."""
+        t0 = time.perf_counter()
+        pod = qi.pod
+        fw = self.frameworks[qi.profile]
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name or latest.deleting:
+            self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
+            return
+        if pod.invalid:
+            self._fail(fw, qi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {pod.invalid}"),
+                       reason="SchedulerError", message=f"pod {pod.key} is invalid: {pod.invalid}")
+            return
+        state = CycleState()
+        rows, st, diag = fw.run_pre_filter(state, pod)
+        feasible = rows
+        if st.is_success():
+            feasible, st = fw.run_filter(state, pod, rows, diag)
+        if st.code == Code.ERROR:
+            self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
+            return
+        diag.num_all_nodes = len(self.cache.nodes)
+        if len(feasible) == 0:
+            if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
+                result, pst = fw.run_post_filter(state, pod, diag)
+                if pst.code == Code.ERROR:
+                    self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
+                    return
+                if pst.reasons and not pst.is_success():
+                    diag.post_filter_msg = pst.message()
+            qi.unschedulable_plugins = diag.unschedulable_plugins
+            code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
+            self._fail(fw, qi, Status(code, diag.message()), reason="Unschedulable", message=diag.message())
+            self._record_cycle(t0, "unschedulable", fw)
+            return
+        feasible = self._sample(fw, feasible)
+        if len(feasible) == 1:
+            row = int(feasible[0])
+        else:
+            total, st = fw.run_score(state, pod, feasible)
+            if not st.is_success():
+                self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
+                return
+            best = np.flatnonzero(total == total.max())
+            row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
+        node = self.cache.nodes.names[row]
+        self.cache.assume(pod, node)
+        st = fw.run_reserve(state, pod, node)
+        if not st.is_success():
+            fw.run_unreserve(state, pod, node)
+            self.cache.forget(pod)
+            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                       message=st.message())
+            return
+        st = fw.run_permit(state, pod, node)
+        if not st.is_success() and not st.is_wait():
+            fw.run_unreserve(state, pod, node)
+            self.cache.forget(pod)
+            if st.plugin:
+                qi.unschedulable_plugins = {st.plugin}
+            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                       message=st.message())
+            return
+        self._record_cycle(t0, "scheduled", fw)
+        self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
+
+    def _sample(self, fw: Framework, feasible: np.ndarray) -> np.ndarray:
+        """percentageOfNodesToScore: keep the nodes upstream would have found, in its round-robin order."""
+        pct = fw.profile.percentage_of_nodes_to_score
+        if pct is None:
+            pct = self.config.percentage_of_nodes_to_score
+        if pct is None or pct >= 100:
+            return feasible  # tandem's default: score every feasible node (see README, "percentageOfNodesToScore")
+        total = len(self.cache.nodes)
+        k = num_feasible_nodes_to_find(total, pct)
+        if len(feasible) <= k:
+            self.next_start = (self.next_start + total) % max(total, 1)
+            return feasible
+        start = self.next_start % max(self.cache.nodes.n, 1)
+        cut = int(np.searchsorted(feasible, start))
+        rotated = np.concatenate([feasible[cut:], feasible[:cut]])
+        chosen = rotated[:k]
+        self.next_start = int(chosen[-1]) + 1
+        return np.sort(chosen)
+
+    def _record_cycle(self, t0: float, result: str, fw: Framework) -> None:
+        d = time.perf_counter() - t0
+        if len(self.cycle_durations) < 1_000_000:
+            self.cycle_durations.append(d)
+        if self.metrics is not None:
+            self.metrics.observe_attempt(result, fw.name, d)
+
+    # ------------------------------------------------------------------ the binding cycle
+
+    async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
+        pod = qi.pod
+        st = await fw.wait_on_permit(pod)
+        if st.is_success():
+            st = await fw.run_pre_bind(state, pod, node)
+        if st.is_success():
+            st = await fw.run_bind(state, pod, node)
+        if not st.is_success():
+            fw.run_unreserve(state, pod, node)
+            self.cache.forget(pod)
+            if st.is_rejected() and st.plugin:
+                qi.unschedulable_plugins = {st.plugin}
+            reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
+            msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
+            self._fail(fw, qi, st, reason=reason, message=msg)
+            # the room this pod held is free again: pods it blocked may fit now
+            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), pod, None)
+            return
+        self.scheduled += 1
+        self.queue.done(pod.uid)
+        fw.run_post_bind(state, pod, node)
+        if self.events is not None:
+            self.events.record(pod, "Normal", "Scheduled", "Binding",
+                               f"Successfully assigned {pod.namespace}/{pod.name} to {node}", fw.name)
+        if self.metrics is not None:
+            self.metrics.observe_scheduled(qi, fw.name)
+
+    # ------------------------------------------------------------------ failures
+
+    def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str) -> None:
+        pod = qi.pod
+        unschedulable = st.is_rejected() or reason == "Unschedulable"
+        if reason == "SchedulerError" and pod.invalid:
+            unschedulable = True  # a malformed pod waits for an update, not for a timer
+        if st.code == Code.PENDING and st.plugin:
+            qi.pending_plugins = {st.plugin}
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name:
+            self.queue.done(pod.uid)  # deleted or bound meanwhile: nothing to requeue or report
+            return
+        self.queue.requeue_failed(qi, unschedulable)
+        if self.events is not None:
+            self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message, fw.name)
+        if self.metrics is not None:
+            self.metrics.observe_failure(reason, fw.name, qi)
+        if _condition_changed(latest, reason, message):
+            patch = {"status": {"conditions": [{
+                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                "lastProbeTime": None, "lastTransitionTime": _now()}]}}
+            self._spawn(self.client.patch_pod_status(pod.namespace, pod.name, patch), f"status of {pod.key}")
+
+    # ------------------------------------------------------------------ run
+
+    async def run(self) -> None:
+        """Pop and schedule until stopped. Yields to the loop between cycles."""
+        leftover_every = 30.0
+        next_leftover = time.monotonic() + leftover_every
+        while not self._stopping:
+            qi = await self.queue.pop()
+            if qi is None:
+                break
+            try:
+                self.schedule_one(qi)
+            except Exception:  # a bug in the cycle: the pod goes back, the scheduler goes on
+                log.exception("scheduling cycle for %s failed", qi.pod.key)
+                self.cache.forget(qi.pod)
+                self.queue.requeue_failed(qi, unschedulable=False)
+            if time.monotonic() >= next_leftover:
+                self.queue.flush_unschedulable_leftover()
+                next_leftover = time.monotonic() + leftover_every
+            await asyncio.sleep(0)  # let informers and binding tasks run between cycles
+
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """Stop popping; let in-flight binds finish (bounded)."""
+        self._stopping = True
+        self.queue.close()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=drain_timeout)
+
+
+def node_update_action(old: Node, new: Node) -> int:
+    action = 0
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.ready != new.ready:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if old.annotations != new.annotations:
+        action |= ActionType.UPDATE_NODE_ANNOTATION
+    return action
+
+
+def _condition_changed(pod: Pod, reason: str, message: str) -> bool:
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return not (c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message)
+    return True
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
