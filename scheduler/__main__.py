@@ -56,8 +56,28 @@ async def _serve(args: argparse.Namespace, config) -> int:
     return 0
 
 
+def tune_malloc() -> None:
+    """Keep glibc from returning large numpy temporaries to the OS after every cycle.
+
+    Above M_MMAP_THRESHOLD each allocation is its own mmap, unmapped on free and
+    page-faulted back on the next cycle; at 15,000 nodes that costs several
+    times the arithmetic. Raising the mmap and trim thresholds keeps such
+    buffers in the heap. A no-op where glibc is not the allocator.
+    """
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        m_trim_threshold, m_mmap_threshold = -1, -3
+        libc.mallopt(m_mmap_threshold, 64 * 1024 * 1024)
+        libc.mallopt(m_trim_threshold, 256 * 1024 * 1024)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    tune_malloc()
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity <= 2 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from scheduler.config import load_config

@@ -271,10 +271,11 @@ def _max(into: dict[str, int], more: dict[str, int]) -> None:
 
 
 def _with_nonzero(reqs: dict[str, int]) -> dict[str, int]:
+    # only a missing request gets the default; an explicit 0 stays 0 (GetNonzeroRequestForResource)
     out = dict(reqs)
-    if not out.get(CPU):
+    if CPU not in out:
         out[CPU] = DEFAULT_MILLI_CPU_REQUEST
-    if not out.get(MEMORY):
+    if MEMORY not in out:
         out[MEMORY] = DEFAULT_MEMORY_REQUEST
     return out
 
