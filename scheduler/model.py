@@ -16,6 +16,7 @@ count), as integers rounded up, as the scheduler's framework.Resource does.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -116,8 +117,14 @@ def parse_time(ts: Any) -> float:
     """RFC 3339 timestamp -> epoch seconds; 0.0 when missing or malformed."""
     if not isinstance(ts, str) or len(ts) < 19:
         return 0.0
+    return _parse_time(ts[:19])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(ts: str) -> float:
+    # strptime is slow and a burst of pods shares a handful of creation seconds
     try:
-        return float(calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")))
+        return float(calendar.timegm(time.strptime(ts, "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
         return 0.0
 
@@ -362,8 +369,8 @@ def _check_affinity(aff: Any, probs: _Problems) -> dict[str, Any] | None:
         return None
     na = _d(aff.get("nodeAffinity"))
     req = _d(na.get("requiredDuringSchedulingIgnoredDuringExecution"))
-    terms = [("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", t)
-             for t in _l(req.get("nodeSelectorTerms"))]
+    terms = [(f"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]", t)
+             for i, t in enumerate(_l(req.get("nodeSelectorTerms")))]
     for i, p in enumerate(_l(na.get("preferredDuringSchedulingIgnoredDuringExecution"))):
         terms.append((f"spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}].preference",
                       _d(p).get("preference")))

@@ -22,6 +22,7 @@ backoffQ, unschedulable, in flight.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import heapq
 import itertools
 import logging
@@ -40,6 +41,9 @@ log = logging.getLogger("tandem.queue")
 UNSCHEDULABLE_TIMEOUT = ClusterEvent(Resource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
 FORCE_ACTIVATE = ClusterEvent(Resource.WILDCARD, ActionType.ALL, "ForceActivate")
 
+# upstream's queueingStrategy, weakest first
+QUEUE_SKIP, QUEUE_AFTER_BACKOFF, QUEUE_IMMEDIATELY = 0, 1, 2
+
 
 @dataclass(slots=True)
 class QueuedPodInfo:
@@ -52,7 +56,7 @@ class QueuedPodInfo:
     pending_plugins: set[str] = field(default_factory=set)
     gated_by: str = ""
     last_failure: float = 0.0             # when the last attempt failed (backoff counts from here)
-    in_flight_from: int = 0               # event-log position when popped
+    in_flight_from: int = 0               # sequence number of the first event recorded after pop
 
     @property
     def uid(self) -> str:
@@ -79,7 +83,7 @@ class SchedulingQueue:
         self._backoff_tokens: dict[str, int] = {}
         self.infos: dict[str, QueuedPodInfo] = {}      # every pod the queue holds, by uid
         self.where: dict[str, str] = {}                # uid -> "active" | "backoff" | "unschedulable" | "gated" | "inflight"
-        self._inflight: set[str] = set()
+        self._inflight: dict[str, int] = {}            # uid -> event seq when popped; insertion order = seq order
         self._parked: set[str] = set()                 # unschedulable or gated: what events may move
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
@@ -105,7 +109,7 @@ class SchedulingQueue:
     def _set_where(self, uid: str, where: str | None) -> None:
         old = self.where.get(uid)
         if old == "inflight":
-            self._inflight.discard(uid)
+            self._inflight.pop(uid, None)
         elif old in ("unschedulable", "gated"):
             self._parked.discard(uid)
         if where is None:
@@ -113,7 +117,7 @@ class SchedulingQueue:
             return
         self.where[uid] = where
         if where == "inflight":
-            self._inflight.add(uid)
+            self._inflight[uid] = self._event_seq
         elif where in ("unschedulable", "gated"):
             self._parked.add(uid)
 
@@ -207,7 +211,12 @@ class SchedulingQueue:
                 del self._active_tokens[uid]
                 qi = self.infos[uid]
                 self._set_where(uid, "inflight")
-                qi.in_flight_from = self._event_seq
+                # only events recorded from now on were missed by this attempt
+                qi.in_flight_from = self._event_seq + 1
+                # the plugins that rejected the last attempt are cleared for the next (upstream activeQueue.pop)
+                qi.unschedulable_plugins = set()
+                qi.pending_plugins = set()
+                qi.gated_by = ""
                 qi.attempts += 1
                 if not qi.initial_attempt:
                     qi.initial_attempt = now
@@ -254,8 +263,15 @@ class SchedulingQueue:
         if not unschedulable:
             self._push_backoff(qi)  # an error: retry after backoff
         else:
-            missed = [e for e in self._events if e[0] >= qi.in_flight_from]
-            if any(self._worth_moving(qi, ev, old, new) for _, ev, old, new in missed):
+            strategy = QUEUE_SKIP
+            for seq, ev, old, new in self._events:
+                if seq >= qi.in_flight_from:
+                    strategy = max(strategy, self._strategy(qi, ev, old, new))
+                    if strategy == QUEUE_IMMEDIATELY:
+                        break
+            if strategy == QUEUE_IMMEDIATELY:
+                self._push_active(qi)
+            elif strategy == QUEUE_AFTER_BACKOFF:
                 self._push_backoff(qi)
             else:
                 self._park(qi, "unschedulable")
@@ -270,6 +286,9 @@ class SchedulingQueue:
                     self._enqueue(qi)
                 else:
                     self._push_active(qi)
+            elif qi is not None and self.where.get(uid) == "inflight":
+                # it comes back through requeue_failed: make that requeue it rather than park it
+                self.record(FORCE_ACTIVATE, None, qi.pod)
 
     # ------------------------------------------------------------------ cluster events
 
@@ -279,13 +298,13 @@ class SchedulingQueue:
             self._events.append((self._event_seq, event, old, new))
 
     def _trim_events(self) -> None:
-        starts = [self.infos[u].in_flight_from for u in self._inflight]
-        if not starts:
+        if not self._inflight:
             self._events.clear()
             return
-        low = min(starts)
+        low = next(iter(self._inflight.values()))  # popped first = lowest seq
         if self._events and self._events[0][0] < low:
-            self._events = [e for e in self._events if e[0] >= low]
+            cut = bisect.bisect_left(self._events, low, key=lambda e: e[0])
+            del self._events[:cut]
 
     def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
         """A cluster event: move the unschedulable and gated pods it may help. Returns how many moved."""
@@ -293,41 +312,56 @@ class SchedulingQueue:
         moved = 0
         for uid in list(self._parked):
             qi = self.infos[uid]
-            if self._worth_moving(qi, event, old, new):
-                self._requeue(qi, event)
+            strategy = self._strategy(qi, event, old, new)
+            if strategy != QUEUE_SKIP:
+                self._requeue(qi, event, strategy)
                 moved += 1
         if moved:
             self.moved[event.label] = self.moved.get(event.label, 0) + moved
         return moved
 
-    def _requeue(self, qi: QueuedPodInfo, event: ClusterEvent) -> None:
+    def _requeue(self, qi: QueuedPodInfo, event: ClusterEvent, strategy: int = 1) -> None:
         if self.where.get(qi.uid) == "gated":
             self._enqueue(qi)
-        elif qi.attempts and self.backoff_expiry(qi) > self.clock():
+        elif strategy != QUEUE_IMMEDIATELY and qi.attempts and self.backoff_expiry(qi) > self.clock():
             self._push_backoff(qi)
         else:
             self._push_active(qi)
 
     def _worth_moving(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
-        if event.resource == Resource.WILDCARD:
-            return True
+        return self._strategy(qi, event, old, new) != QUEUE_SKIP
+
+    def _strategy(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> int:
+        """upstream's isPodWorthRequeuing: skip, after backoff, or (a Pending plugin says Queue) immediately."""
         plugins = qi.unschedulable_plugins | qi.pending_plugins
         if not plugins:
-            return True  # rejected with no plugin to blame: any event may help
+            return QUEUE_AFTER_BACKOFF  # rejected with no plugin to blame: any event may help
+        if event.resource == Resource.WILDCARD:
+            if new is not None and getattr(new, "uid", None) != qi.uid:
+                return QUEUE_SKIP  # a wildcard event aimed at another pod (ForceActivate)
+            return QUEUE_AFTER_BACKOFF
         registered = self.hints.get(qi.profile, {})
+        strategy = QUEUE_SKIP
         for name in plugins:
             for ceh in registered.get(name, ()):
                 if not ceh.event.matches(event):
                     continue
                 if ceh.hint is None:
-                    return True
-                try:
-                    if ceh.hint(qi.pod, old, new) == QueueingHint.QUEUE:
-                        return True
-                except Exception:
-                    log.exception("queueing hint of %s failed; queueing the pod", name)
-                    return True
-        return False
+                    hint = QueueingHint.QUEUE
+                else:
+                    try:
+                        hint = ceh.hint(qi.pod, old, new)
+                    except Exception:
+                        log.exception("queueing hint of %s failed; queueing the pod", name)
+                        hint = QueueingHint.QUEUE
+                if hint != QueueingHint.QUEUE:
+                    continue
+                if name in qi.pending_plugins:
+                    return QUEUE_IMMEDIATELY  # Queue from a Pending plugin skips backoff
+                strategy = QUEUE_AFTER_BACKOFF
+                if not qi.pending_plugins:
+                    return strategy
+        return strategy
 
     def close(self) -> None:
         self._closed = True

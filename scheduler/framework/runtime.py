@@ -70,8 +70,12 @@ class Diagnosis:
             if parts:
                 msg += " " + ", ".join(parts) + "."
         if self.post_filter_msg:
-            msg += f" {self.post_filter_msg}"
+            msg += f" {self.post_filter_msg}."  # SeparatorFormat " %v." as for the other parts
         return msg
+
+
+# upstream's maxTimeout: no Permit plugin may hold a pod longer
+MAX_PERMIT_TIMEOUT = 15 * 60.0
 
 
 @dataclass(slots=True)
@@ -80,16 +84,49 @@ class WaitingPod:
     node: str
     pending: dict[str, float]                    # plugin -> deadline (monotonic)
     future: asyncio.Future[Status]
-    timer: asyncio.TimerHandle | None = None
+    # plugin -> its timeout timer; a plugin that allows stops only its own timer (upstream waitingPod)
+    timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
 
     def allow(self, plugin: str) -> None:
         self.pending.pop(plugin, None)
+        timer = self.timers.pop(plugin, None)
+        if timer is not None:
+            timer.cancel()
         if not self.pending and not self.future.done():
             self.future.set_result(Status())
 
     def reject(self, plugin: str, msg: str) -> None:
+        self.cancel_timers()
         if not self.future.done():
             self.future.set_result(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
+
+    def cancel_timers(self) -> None:
+        for timer in self.timers.values():
+            timer.cancel()
+        self.timers.clear()
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's time.Duration.String() prints it ("10s", "1m30s", "500ms"), for upstream's messages."""
+    ns = round(seconds * 1e9)
+    if ns == 0:
+        return "0s"
+    sign = "-" if ns < 0 else ""
+    ns = abs(ns)
+    if ns < 1_000:
+        return f"{sign}{ns}ns"
+    if ns < 1_000_000:
+        return f"{sign}{_trim(ns / 1e3)}\u00b5s"
+    if ns < 1_000_000_000:
+        return f"{sign}{_trim(ns / 1e6)}ms"
+    h, rest = divmod(ns, 3_600_000_000_000)
+    m, rest = divmod(rest, 60_000_000_000)
+    out = f"{h}h{m}m" if h else (f"{m}m" if m else "")
+    return f"{sign}{out}{_trim(rest / 1e9)}s"
+
+
+def _trim(x: float) -> str:
+    return f"{x:.9f}".rstrip("0").rstrip(".")
 
 
 class Framework:
@@ -137,6 +174,8 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.weights = {p.NAME: profile.weights.get(p.NAME, 1) for p in self.score_plugins}
+        # runtime Protocol checks are slow: decide once which score plugins normalize
+        self._normalizes = {p.NAME for p in self.score_plugins if isinstance(p, fi.ScoreNormalizer)}
         self.waiting: dict[str, WaitingPod] = {}
 
     # ------------------------------------------------------------------ queueing
@@ -277,7 +316,7 @@ class Framework:
             scores = self._call(p, "Score", p.score, state, pod, nodes, rows)
             if isinstance(scores, Status):
                 return total, scores
-            if isinstance(p, fi.ScoreNormalizer):
+            if p.NAME in self._normalizes:
                 st = self._call(p, "NormalizeScore", p.normalize, state, pod, scores)
                 if isinstance(st, Status) and not st.is_success():
                     return total, st
@@ -298,25 +337,25 @@ class Framework:
     def run_permit(self, state: CycleState, pod: "Pod", node: str) -> Status:
         """Success, a rejection, or Wait (the pod is now a WaitingPod)."""
         waits: dict[str, float] = {}
-        now = self.handle.clock()
         for p in self.permit_plugins:
             res = self._call(p, "Permit", p.permit, state, pod, node)
             if isinstance(res, Status):
                 return res
             st, timeout = res
             if st.is_wait():
-                waits[p.NAME] = now + max(0.0, timeout)
+                waits[p.NAME] = min(max(0.0, timeout), MAX_PERMIT_TIMEOUT)
             elif not st.is_success():
                 return st.with_plugin(p.NAME)
         if not waits:
             return Status()
+        now = self.handle.clock()
         loop = asyncio.get_running_loop()
-        wp = WaitingPod(pod, node, waits, loop.create_future())
-        deadline = min(waits.values())
-        first = min(waits, key=waits.get)  # type: ignore[arg-type]
-        wp.timer = loop.call_at(loop.time() + (deadline - now), wp.reject, first,
-                                f"rejected due to timeout after waiting {deadline - now:.0f}s at plugin {first}")
+        wp = WaitingPod(pod, node, {name: now + t for name, t in waits.items()}, loop.create_future())
+        for name, t in waits.items():
+            wp.timers[name] = loop.call_later(
+                t, wp.reject, name, f"rejected due to timeout after waiting {go_duration(t)} at plugin {name}")
         self.waiting[pod.uid] = wp
+        first = min(waits, key=waits.get)  # type: ignore[arg-type]
         return Status(Code.WAIT, plugin=first)
 
     async def wait_on_permit(self, pod: "Pod") -> Status:
@@ -326,8 +365,7 @@ class Framework:
         try:
             return await wp.future
         finally:
-            if wp.timer is not None:
-                wp.timer.cancel()
+            wp.cancel_timers()
             self.waiting.pop(pod.uid, None)
 
     def get_waiting_pod(self, uid: str) -> WaitingPod | None:
