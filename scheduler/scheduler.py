@@ -18,6 +18,7 @@ or SchedulerError, and the "0/N nodes are available: ..." message.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -36,6 +37,8 @@ from scheduler.model import Node, Pod, parse_node, parse_pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
+
+PRIORITY_CLASS = "PriorityClass"   # the cluster event resource of scheduling.k8s.io/v1 PriorityClasses
 
 # kube-scheduler's sampling constants (schedule_one.go)
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -79,6 +82,10 @@ class Scheduler:
         self.rng = random.Random(seed)
         self.next_start = 0
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
+        # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)
+        self.priority_classes: set[str] | None = None
+        self._conditions: dict[str, tuple[str, str]] = {}   # uid -> PodScheduled=False (reason, message) we set last
+        self._condition_writers: set[str] = set()           # uids with a condition write under way
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self.cycle_durations: list[float] = []  # seconds, for benchmarks (bounded)
@@ -106,6 +113,7 @@ class Scheduler:
         pod = parse_pod(obj)
         self.pods[pod.uid] = pod
         if pod.node_name:
+            self._conditions.pop(pod.uid, None)
             if not pod.terminal:
                 self.cache.add_pod(pod)
                 self.queue.delete(pod.uid)  # bound by someone: not ours to schedule any more
@@ -118,6 +126,7 @@ class Scheduler:
         old = self.pods.get(pod.uid)
         self.pods[pod.uid] = pod
         if pod.node_name:
+            self._conditions.pop(pod.uid, None)
             if pod.terminal:
                 # finished pods free their node (the informer's assigned-and-not-terminal filter)
                 self.cache.remove_pod(pod)
@@ -147,6 +156,7 @@ class Scheduler:
     def on_pod_delete(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.pop(pod.uid, pod)
+        self._conditions.pop(pod.uid, None)
         self._forget_unbound(pod)
         if self.cache.where(pod.uid) is not None:
             self.cache.remove_pod(pod)
@@ -164,6 +174,39 @@ class Scheduler:
         for fw in self.frameworks.values():
             out.update(fw.waiting)
         return out
+
+    # ------------------------------------------------------------------ informer handlers (priority classes)
+
+    def on_priority_class_add(self, obj: dict[str, Any]) -> None:
+        if self.priority_classes is None:
+            self.priority_classes = set()
+        self.priority_classes.add(str((obj.get("metadata") or {}).get("name", "")))
+        # a pod that named a missing class may be schedulable now
+        self.queue.on_event(ClusterEvent(PRIORITY_CLASS, ActionType.ADD, "PriorityClassAdd"), None, obj)
+
+    def on_priority_class_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pass  # only names matter here
+
+    def on_priority_class_delete(self, obj: dict[str, Any]) -> None:
+        if self.priority_classes is not None:
+            self.priority_classes.discard(str((obj.get("metadata") or {}).get("name", "")))
+
+    def _pod_problem(self, pod: Pod) -> str:
+        """Why the scheduler cannot use this pod ("" = fine): a parse problem, or a priority it cannot know.
+
+        The API server resolves priorityClassName into spec.priority at admission (and refuses a
+        class that does not exist), so a pod naming a missing class without spec.priority got past
+        admission somehow; its priority is unknown and guessing 0 could let it preempt or be preempted
+        wrongly. It waits, reported, until the class exists.
+        """
+        if pod.invalid:
+            return pod.invalid
+        pc = pod.priority_class_name
+        if (pc and self.priority_classes is not None and pc not in self.priority_classes
+                and (pod.raw.get("spec") or {}).get("priority") is None):
+            return (f'spec.priorityClassName: Not found: "{pc}": no PriorityClass with name {pc} was found '
+                    f"and spec.priority is not set")
+        return ""
 
     # ------------------------------------------------------------------ informer handlers (nodes)
 
@@ -202,9 +245,10 @@ class Scheduler:
         if latest is None or latest.node_name or latest.deleting:
             self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
             return
-        if pod.invalid:
-            self._fail(fw, qi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {pod.invalid}"),
-                       reason="SchedulerError", message=f"pod {pod.key} is invalid: {pod.invalid}")
+        problem = self._pod_problem(pod)
+        if problem:
+            self._fail(fw, qi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}"),
+                       reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
             return
         state = CycleState()
         rows, st, diag = fw.run_pre_filter(state, pod)
@@ -264,8 +308,10 @@ class Scheduler:
         pct = fw.profile.percentage_of_nodes_to_score
         if pct is None:
             pct = self.config.percentage_of_nodes_to_score
-        if pct is None or pct >= 100:
-            return feasible  # tandem's default: score every feasible node (see README, "percentageOfNodesToScore")
+        if pct is None:
+            pct = 0  # upstream's adaptive default: measured cheaper than scoring everything (README)
+        if pct >= 100:
+            return feasible
         total = len(self.cache.nodes)
         k = num_feasible_nodes_to_find(total, pct)
         if len(feasible) <= k:
@@ -302,8 +348,12 @@ class Scheduler:
             reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
             msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
             self._fail(fw, qi, st, reason=reason, message=msg)
-            # the room this pod held is free again: pods it blocked may fit now
-            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), pod, None)
+            # the room this pod held is free again: pods it blocked may fit now. The event carries the
+            # pod as assumed, on its node (upstream passes assumedPod): hints such as NodeResourcesFit's
+            # ignore the delete of a pod that held no node.
+            assumed = dataclasses.replace(pod, node_name=node)
+            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"),
+                                assumed, None)
             return
         self.scheduled += 1
         self.queue.done(pod.uid)
@@ -319,7 +369,7 @@ class Scheduler:
     def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str) -> None:
         pod = qi.pod
         unschedulable = st.is_rejected() or reason == "Unschedulable"
-        if reason == "SchedulerError" and pod.invalid:
+        if reason == "SchedulerError" and self._pod_problem(pod):
             unschedulable = True  # a malformed pod waits for an update, not for a timer
         if st.code == Code.PENDING and st.plugin:
             qi.pending_plugins = {st.plugin}
@@ -332,11 +382,43 @@ class Scheduler:
             self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message, fw.name)
         if self.metrics is not None:
             self.metrics.observe_failure(reason, fw.name, qi)
-        if _condition_changed(latest, reason, message):
-            patch = {"status": {"conditions": [{
-                "type": "PodScheduled", "status": "False", "reason": reason, "message": message,
-                "lastProbeTime": None, "lastTransitionTime": _now()}]}}
-            self._spawn(self.client.patch_pod_status(pod.namespace, pod.name, patch), f"status of {pod.key}")
+        self._set_condition(pod, latest, reason, message)
+
+    def _set_condition(self, pod: Pod, latest: Pod, reason: str, message: str) -> None:
+        """PodScheduled=False with this reason and message, written by one task per pod, in order.
+
+        Failures come from the cycle and from binding tasks, and each write may be retried by the
+        client: two independent patches could land in either order and leave a stale reason on the
+        pod for good. So the wanted condition is kept per pod and one writer sends the newest; the
+        informer's copy (which may lag our own writes) is consulted only when nothing was written.
+        """
+        want = (reason, message)
+        last = self._conditions.get(pod.uid)
+        if last == want or (last is None and not _condition_changed(latest, reason, message)):
+            return
+        self._conditions[pod.uid] = want
+        if pod.uid not in self._condition_writers:
+            self._condition_writers.add(pod.uid)
+            self._spawn(self._write_condition(pod), f"status of {pod.key}")
+
+    async def _write_condition(self, pod: Pod) -> None:
+        uid = pod.uid
+        written: tuple[str, str] | None = None
+        try:
+            while (want := self._conditions.get(uid)) is not None and want != written:
+                patch = {"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": want[0], "message": want[1],
+                    "lastProbeTime": None, "lastTransitionTime": _now()}]}}
+                try:
+                    await self.client.patch_pod_status(pod.namespace, pod.name, patch)
+                except Exception as exc:  # noqa: BLE001 - gone, or failing after the client's retries
+                    log.warning("cannot set PodScheduled on %s: %s", pod.key, exc)
+                    if self._conditions.get(uid) == want:
+                        del self._conditions[uid]  # unknown state: the next failure compares with the API's copy
+                    return
+                written = want
+        finally:
+            self._condition_writers.discard(uid)
 
     # ------------------------------------------------------------------ run
 

@@ -1,0 +1,94 @@
+"""``make run`` as CI runs it: ``python -m bench.simcluster.demo --once`` in its own process.
+
+The demo's table is its promise to a first-time user: each pod of the
+workload on the node its constraints and the default scores pick, and the
+pod that fits nowhere pending with upstream's "0/N nodes are available"
+message in both its PodScheduled condition and its FailedScheduling event.
+The expectations are written out here rather than read from the demo
+module, so a change in the demo's workload or in scheduling behaviour shows
+up as a failure to look at, not as a silently updated expectation.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXPECTED = {                     # pod -> (node, zone)
+    "batch-large": ("large-c", "zone-c"),
+    "web": ("medium-b", "zone-b"),
+    "api": ("small-a", "zone-a"),
+    "db": ("small-c", "zone-c"),
+    "worker": ("medium-b", "zone-b"),
+    "trainer": ("gpu-a", "zone-a"),
+    "gated-job": ("medium-b", "zone-b"),
+    "too-big": ("<pending>", "-"),
+}
+FIT_ERROR = ("0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+             "1 node(s) were unschedulable, 4 Insufficient cpu.")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    kubeconfig = tmp_path_factory.mktemp("demo") / "sim.kubeconfig"
+    proc = subprocess.run([sys.executable, "-m", "bench.simcluster.demo", "--once", "--kubeconfig", str(kubeconfig)],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    return proc, kubeconfig
+
+
+def _placements(out: str) -> dict[str, tuple[str, str, str]]:
+    """The placement table: pod -> (node, zone, why)."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.match(r"POD\s+NODE\s+ZONE\s+REQUESTS\s+WHY$", line))
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        rows[cells[0]] = (cells[1], cells[2], cells[-1])
+    return rows
+
+
+def test_demo_exits_cleanly_and_quickly(demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _ = demo
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_every_pod_lands_where_its_constraints_and_scores_send_it(
+        demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _ = demo
+    placed = _placements(proc.stdout)
+    assert {pod: (node, zone) for pod, (node, zone, _) in placed.items()} == EXPECTED, proc.stdout
+    assert "UNEXPECTED" not in proc.stdout
+    assert placed["trainer"][2] == "toleration + gpu"
+    assert "zone affinity" in placed["db"][2] and "zone affinity" in placed["worker"][2]
+
+
+def test_gated_pod_waits_for_its_gate_to_be_removed(demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _ = demo
+    assert "gated-job before release: node=-, gates=['tandem.dev/approval']" in proc.stdout, proc.stdout
+    assert "released it: kubectl patch pod gated-job" in proc.stdout
+
+
+def test_pending_pod_shows_its_condition_and_failed_scheduling_event(
+        demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, _ = demo
+    out = proc.stdout
+    assert "condition  PodScheduled=False reason=Unschedulable" in out, out
+    assert "event      Warning FailedScheduling by tandem-scheduler (action Scheduling)" in out, out
+    # once under the condition, once under the event
+    assert out.count(FIT_ERROR) == 2, out
+
+
+def test_demo_points_at_kubectl_with_its_kubeconfig(demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    proc, kubeconfig = demo
+    assert f"kubectl --kubeconfig {kubeconfig} get pods -o wide" in proc.stdout
+    assert kubeconfig.is_file()
+    assert 'scheduler_schedule_attempts_total{profile="tandem-scheduler",result="scheduled"} 7.0' in proc.stdout
