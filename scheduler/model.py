@@ -16,6 +16,7 @@ count), as integers rounded up, as the scheduler's framework.Resource does.
 from __future__ import annotations
 
 import calendar
+import math
 import functools
 import re
 import time
@@ -32,6 +33,8 @@ PODS = "pods"
 DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
+INT64_MAX = 2**63 - 1
+
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 
@@ -43,7 +46,7 @@ class QuantityError(ValueError):
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Fraction(1, 10**9), "u": Fraction(1, 10**6), "m": Fraction(1, 1000), "": 1, "k": 10**3,
             "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
-_QTY_RE = re.compile(r"([+-]?)([0-9]+)(?:\.([0-9]*))?([a-zA-Z]{0,2})")
+_QTY_RE = re.compile(r"([+-]?)([0-9]+|(?=\.[0-9]))(?:\.([0-9]*))?([a-zA-Z]{0,2})")  # ".5" is valid, "." is not
 _QTY_EXP_RE = re.compile(r"([+-]?[0-9]+(?:\.[0-9]*)?|[+-]?\.[0-9]+)[eE]([+-]?[0-9]+)")
 _qty_cache: dict[str, Fraction | int] = {}
 
@@ -55,6 +58,8 @@ def parse_quantity(value: Any) -> Fraction | int:
     if isinstance(value, int):
         return value
     if isinstance(value, float):
+        if not math.isfinite(value):  # json.loads accepts NaN and Infinity
+            raise QuantityError(f"quantities must be finite numbers, got {value!r}")
         return Fraction(value).limit_denominator(10**9)
     if not isinstance(value, str):
         raise QuantityError(f"quantities must be strings or numbers, got {type(value).__name__}")
@@ -71,7 +76,7 @@ def parse_quantity(value: Any) -> Fraction | int:
             mult = _DECIMAL[suffix]
         else:
             raise QuantityError(f"unable to parse quantity's suffix in {value!r}")
-        num: Fraction | int = int(whole)
+        num: Fraction | int = int(whole or 0)
         if frac:
             num = num + Fraction(int(frac), 10 ** len(frac))
         out = num * mult
@@ -84,10 +89,7 @@ def parse_quantity(value: Any) -> Fraction | int:
         if abs(exp) > 30:
             raise QuantityError(f"quantity {value!r} is out of range")
         out = Fraction(m.group(1)) * Fraction(10) ** exp
-        sign = "-" if m.group(1).startswith("-") else ""
-        if sign:
-            out = -out
-            sign = ""
+        sign = ""  # the mantissa carries its own sign (negating again turned "-1e3" into 1000)
     if sign == "-":
         out = -out
     if isinstance(out, Fraction) and out.denominator == 1:
@@ -108,9 +110,10 @@ def canonical(resource: str, value: Any) -> int:
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"must be greater than or equal to 0, got {value!r}")
-    if resource == CPU:
-        return _ceil(q * 1000)
-    return _ceil(q)
+    out = _ceil(q * 1000) if resource == CPU else _ceil(q)
+    if out > INT64_MAX:  # the node table is int64 (upstream's framework.Resource too)
+        raise QuantityError(f"quantity {value!r} is too large")
+    return out
 
 
 def parse_time(ts: Any) -> float:
@@ -239,6 +242,16 @@ class _Problems:
             self.first = f"{path}: {msg}"
 
 
+def _s(v: Any, path: str, probs: _Problems, default: str = "") -> str:
+    """A string field; anything else is recorded and replaced (a list as a node name would be unhashable)."""
+    if v is None or v == "":
+        return default
+    if isinstance(v, str):
+        return v
+    probs.add(path, f"must be a string, got {type(v).__name__}")
+    return default
+
+
 def _d(v: Any) -> dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
@@ -328,10 +341,19 @@ def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int]
     for k in (CPU, MEMORY):
         if k in pod_level:  # pod-level resources (KEP-2837) replace the containers' sum for cpu and memory
             reqs[k] = pod_level[k]
-            nz[k] = pod_level[k]
     overhead = _resource_list(spec.get("overhead"), "spec.overhead", probs)
     _add(reqs, overhead)
     _add(nz, overhead)
+    if CPU in pod_level or MEMORY in pod_level:
+        # upstream getNonMissingContainerRequests: with pod-level requests, a default is added only for
+        # a resource the whole pod (pod level, containers, overhead) does not request at all
+        for k in (CPU, MEMORY):
+            if k in reqs:
+                nz[k] = reqs[k]
+    # sums of huge quantities saturate rather than overflow the int64 node table
+    if any(v > INT64_MAX for v in reqs.values()) or any(v > INT64_MAX for v in nz.values()):
+        reqs = {k: min(v, INT64_MAX) for k, v in reqs.items()}
+        nz = {k: min(v, INT64_MAX) for k, v in nz.items()}
     return reqs, nz.get(CPU, 0), nz.get(MEMORY, 0)
 
 
@@ -394,16 +416,18 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     ports = []
     images = []
     for kind in ("initContainers", "containers"):
-        for c in _l(spec.get(kind)):
+        for ci, c in enumerate(_l(spec.get(kind))):
             c = _d(c)
             if isinstance(c.get("image"), str):
                 images.append(c["image"])
             if kind == "containers":
-                for p in _l(c.get("ports")):
+                for j, p in enumerate(_l(c.get("ports"))):
                     p = _d(p)
                     hp = p.get("hostPort")
-                    if isinstance(hp, int) and hp > 0:
-                        ports.append(HostPort(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", hp))
+                    if isinstance(hp, int) and not isinstance(hp, bool) and hp > 0:
+                        path = f"spec.containers[{ci}].ports[{j}]"
+                        ports.append(HostPort(_s(p.get("hostIP"), f"{path}.hostIP", probs, "0.0.0.0"),
+                                              _s(p.get("protocol"), f"{path}.protocol", probs, "TCP"), hp))
     owners = tuple(OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")),
                             bool(o.get("controller"))) for o in map(_d, _l(meta.get("ownerReferences"))))
     pvcs = tuple(str(_d(v.get("persistentVolumeClaim")).get("claimName", ""))
@@ -422,14 +446,14 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         resource_version=str(meta.get("resourceVersion", "")),
         labels=labels,
         annotations=annotations,
-        scheduler_name=spec.get("schedulerName") or "default-scheduler",
-        node_name=spec.get("nodeName") or "",
-        nominated_node_name=status.get("nominatedNodeName") or "",
+        scheduler_name=_s(spec.get("schedulerName"), "spec.schedulerName", probs, "default-scheduler"),
+        node_name=_s(spec.get("nodeName"), "spec.nodeName", probs),
+        nominated_node_name=_s(status.get("nominatedNodeName"), "status.nominatedNodeName", probs),
         priority=priority,
         priority_class_name=pc_name if isinstance(pc_name, str) else "",
-        preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
+        preemption_policy=_s(spec.get("preemptionPolicy"), "spec.preemptionPolicy", probs, "PreemptLowerPriority"),
         created=parse_time(meta.get("creationTimestamp")),
-        phase=status.get("phase") or "Pending",
+        phase=_s(status.get("phase"), "status.phase", probs, "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         requests=reqs,
         nonzero_cpu=nz_cpu,
@@ -454,10 +478,10 @@ def parse_node(obj: dict[str, Any]) -> Node:
     spec = _d(obj.get("spec"))
     status = _d(obj.get("status"))
     probs = _Problems()
-    alloc_raw = status.get("allocatable")
+    alloc_raw, alloc_path = status.get("allocatable"), "status.allocatable"
     if not alloc_raw:
-        alloc_raw = status.get("capacity")
-    allocatable = _resource_list(alloc_raw, "status.allocatable", probs)
+        alloc_raw, alloc_path = status.get("capacity"), "status.capacity"
+    allocatable = _resource_list(alloc_raw, alloc_path, probs)
     taints = []
     for i, t in enumerate(_l(spec.get("taints"))):
         t = _d(t)

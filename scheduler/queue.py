@@ -6,8 +6,10 @@
   (capped at max) has passed since their last attempt.
 * **unschedulable** holds pods rejected by plugins; a cluster event moves
   one out only if a plugin that rejected it registered for that event (and
-  its queueing hint says Queue). Pods left there longer than 5 minutes are
-  flushed back (podMaxInUnschedulablePodsDuration).
+  its queueing hint says Queue), to backoffQ while its backoff lasts; a Queue
+  from a plugin that returned Pending skips backoff. A pod no plugin rejected
+  moves on any event. Pods left there longer than 5 minutes are flushed back
+  (podMaxInUnschedulablePodsDuration).
 * **gated** pods failed PreEnqueue (scheduling gates, a gang not yet
   complete); they are retried when they are updated or an event that the
   gating plugin registered for arrives.
@@ -15,8 +17,9 @@
 A pod popped for a cycle is "in flight" until :meth:`done`; the events that
 arrive meanwhile are recorded, and if the pod comes back unschedulable
 those events are replayed against it, so an event that raced with a cycle
-is never lost. Every pod the queue knows is in exactly one of: activeQ,
-backoffQ, unschedulable, in flight.
+is never lost; :meth:`activate` on an in-flight pod is recorded the same
+way. Every pod the queue knows is in exactly one of: activeQ, backoffQ,
+unschedulable, gated, in flight.
 """
 
 from __future__ import annotations

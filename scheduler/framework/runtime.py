@@ -2,9 +2,11 @@
 
 Semantics follow kube-scheduler's frameworkImpl:
 
-* PreFilter runs every plugin; Skip removes that plugin's Filter for this
-  pod; a rejection ends the cycle (no Filter, PostFilter only if the code is
-  Unschedulable); results narrow the nodes (intersection).
+* PreFilter: Skip removes that plugin's Filter for this pod; Unschedulable
+  lets the remaining PreFilters run (preemption needs their state) and then
+  ends the cycle with the last such message; UnschedulableAndUnresolvable or
+  an error ends it at once. Results narrow the nodes (intersection); an empty
+  intersection is UnschedulableAndUnresolvable.
 * Filter runs plugins in order over the rows still feasible, so a node is
   judged by the first plugin that rejects it, as upstream's per-node loop
   stops at the first failure. Reasons are counted per node for the
@@ -13,7 +15,8 @@ Semantics follow kube-scheduler's frameworkImpl:
   are left out. Scores are int64 arrays over the feasible rows.
 * Reserve runs in order; a failure runs Unreserve of all in reverse.
 * Permit: any rejection rejects; Wait holds the pod (WaitingPod) until every
-  waiting plugin allows it, one rejects it, or the shortest timeout passes.
+  waiting plugin allows it, one rejects it, or a plugin's own timeout (at
+  most 15 minutes) passes before that plugin allowed it.
 * Bind plugins run in order until one does not Skip.
 
 An exception escaping a plugin becomes Status(ERROR) naming the plugin:
@@ -215,7 +218,8 @@ class Framework:
         rows = nodes.rows()
         diag = Diagnosis(num_all_nodes=len(rows))
         allowed: frozenset[str] | None = None
-        narrowed_by: list[str] = []
+        narrowed_by: set[str] = set()
+        rejected: Status | None = None
         for p in self.pre_filter_plugins:
             res = self._call(p, "PreFilter", p.pre_filter, state, pod, nodes)
             if isinstance(res, Status):
@@ -226,27 +230,42 @@ class Framework:
                 continue
             if not st.is_success():
                 st.with_plugin(p.NAME)
+                if st.code == Code.UNSCHEDULABLE:
+                    # go on: preemption needs every PreFilter's state (upstream, kubernetes#119770);
+                    # the last rejection is the one reported, as upstream
+                    rejected = st
+                    diag.unschedulable_plugins.add(p.NAME)
+                    continue
                 if st.is_rejected():
                     diag.pre_filter_msg = st.message()
-                    diag.unschedulable_plugins.add(p.NAME)
+                    if st.code == Code.PENDING:
+                        diag.pending_plugins.add(p.NAME)
+                    else:
+                        diag.unschedulable_plugins.add(p.NAME)
                 return rows[:0], st, diag
             if result is not None and result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
-                narrowed_by.append(p.NAME)
+                narrowed_by.add(p.NAME)
+                if not allowed:
+                    names = sorted(narrowed_by)
+                    msg = (f"node(s) didn't satisfy plugin {names[0]}" if len(names) == 1 else
+                           f"node(s) didn't satisfy plugin(s) [{' '.join(names)}] simultaneously")
+                    diag.pre_filter_msg = msg
+                    diag.unschedulable_plugins.update(narrowed_by)
+                    return rows[:0], Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg, plugin=p.NAME), diag
+        if rejected is not None:
+            diag.pre_filter_msg = rejected.message()
+            return rows[:0], rejected, diag
         if allowed is not None:
             idx = [nodes.index[n] for n in allowed if n in nodes.index and nodes.valid[nodes.index[n]]]
-            if not idx:
-                st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                            "node(s) didn't satisfy plugin(s) [" + " ".join(sorted(narrowed_by)) + "]",
-                            plugin=narrowed_by[0])
-                diag.pre_filter_msg = st.message()
-                diag.unschedulable_plugins.update(narrowed_by)
-                return rows[:0], st, diag
+            # may be empty: names that are no node of ours leave nothing to filter (upstream goes on too)
             narrowed = np.array(sorted(idx), dtype=np.int64)
-            # nodes PreFilter ruled out count as "didn't satisfy plugin(s)" in the message
+            # nodes PreFilter ruled out count as "didn't satisfy plugin(s)" in the message, and are
+            # UnschedulableAndUnresolvable for preemption (upstream's absent-nodes status)
             diag.add("node(s) didn't satisfy plugin(s) [" + " ".join(sorted(narrowed_by)) + "]",
                      len(rows) - len(narrowed))
             diag.unschedulable_plugins.update(narrowed_by)
+            diag.unresolvable_rows = np.setdiff1d(rows, narrowed, assume_unique=True)
             rows = narrowed
         return rows, Status(), diag
 
@@ -278,13 +297,17 @@ class Framework:
             diag.unschedulable_plugins.add(p.NAME)
             rows = rows[passed]
         if unresolvable:
+            if diag.unresolvable_rows is not None and len(diag.unresolvable_rows):
+                unresolvable.insert(0, diag.unresolvable_rows)  # keep the rows PreFilter ruled out
             diag.unresolvable_rows = np.concatenate(unresolvable)
         if rejected:
             diag.rejected_rows = np.concatenate(rejected)
         return rows, Status()
 
     def run_post_filter(self, state: CycleState, pod: "Pod", diag: Diagnosis) -> tuple[fi.PostFilterResult | None, Status]:
-        st = Status(Code.UNSCHEDULABLE)
+        # until one succeeds or fails for good; the others' reasons are joined, the first rejector named (upstream)
+        reasons: list[str] = []
+        rejector = ""
         for p in self.post_filter_plugins:
             res = self._call(p, "PostFilter", p.post_filter, state, pod, diag)
             if isinstance(res, Status):
@@ -294,9 +317,11 @@ class Framework:
                 return result, st.with_plugin(p.NAME)
             if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return result, st.with_plugin(p.NAME)
-            if st.code == Code.ERROR:
-                return result, st.with_plugin(p.NAME)
-        return None, st
+            if not st.is_rejected():
+                return None, Status(Code.ERROR, *st.reasons, plugin=p.NAME, error=st.error)
+            reasons.extend(st.reasons)
+            rejector = rejector or p.NAME
+        return None, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
 
     def run_score(self, state: CycleState, pod: "Pod", rows: np.ndarray) -> tuple[np.ndarray, Status]:
         """Weighted total score per row (int64[k])."""

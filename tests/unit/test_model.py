@@ -1,0 +1,429 @@
+"""scheduler/model.py: quantities, PodRequests as upstream computes it, and parsing that never raises."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.cache import NodeTable
+from scheduler.model import (
+    CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, INT64_MAX, MEMORY, POD_GROUP_ANNOTATION, POD_GROUP_LABEL,
+    HostPort, Node, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_quantity,
+)
+
+Ki, Mi, Gi = 2**10, 2**20, 2**30
+
+# ---------------------------------------------------------------------------- quantities
+
+
+@pytest.mark.parametrize("raw, want", [
+    pytest.param("100m", Fraction(1, 10), id="100m is a tenth"),
+    pytest.param("1", 1, id="a bare integer string"),
+    pytest.param("1.5", Fraction(3, 2), id="a decimal fraction"),
+    pytest.param("2Gi", 2 * Gi, id="a binary suffix"),
+    pytest.param("1Ki", Ki, id="Ki is 1024"),
+    pytest.param("1k", 1000, id="lowercase k is the decimal kilo"),
+    pytest.param("1M", 10**6, id="M is the decimal mega"),
+    pytest.param("1E", 10**18, id="a lone E is the exa suffix, not an exponent"),
+    pytest.param("1e3", 1000, id="a lowercase exponent"),
+    pytest.param("1E-3", Fraction(1, 1000), id="an uppercase negative exponent"),
+    pytest.param("1.5e1", 15, id="a fractional mantissa with an exponent"),
+    pytest.param("-1e3", -1000, id="a negative mantissa keeps its sign through the exponent"),
+    pytest.param("+2k", 2000, id="an explicit plus sign"),
+    pytest.param("-100m", Fraction(-1, 10), id="a negative quantity parses (validation rejects it later)"),
+    pytest.param(".5", Fraction(1, 2), id="the integer part may be left out"),
+    pytest.param("5.", 5, id="the fraction part may be empty"),
+    pytest.param("100u", Fraction(1, 10**4), id="the micro suffix"),
+    pytest.param("0", 0, id="zero"),
+    pytest.param(3, 3, id="a JSON integer"),
+    pytest.param(1.5, Fraction(3, 2), id="a JSON float"),
+    pytest.param(0.1, Fraction(1, 10), id="a JSON float is read as the decimal it prints as"),
+])
+def test_parse_quantity(raw: Any, want: Fraction | int) -> None:
+    got = parse_quantity(raw)
+    assert got == want
+    if isinstance(want, int):
+        assert isinstance(got, int), "whole quantities come back as int"
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param("", id="the empty string"),
+    pytest.param("abc", id="letters"),
+    pytest.param("1.5.5", id="two decimal points"),
+    pytest.param(".", id="a lone decimal point"),
+    pytest.param("1e", id="an exponent without digits"),
+    pytest.param("1K", id="uppercase K is no suffix"),
+    pytest.param("1Kb", id="an unknown two-letter suffix"),
+    pytest.param("1 Gi", id="a space before the suffix"),
+    pytest.param(True, id="a JSON boolean"),
+    pytest.param(None, id="null"),
+    pytest.param([1], id="a list"),
+    pytest.param({"cpu": 1}, id="an object"),
+    pytest.param(math.nan, id="NaN"),
+    pytest.param(math.inf, id="infinity"),
+])
+def test_parse_quantity_rejects(raw: Any) -> None:
+    with pytest.raises(QuantityError):
+        parse_quantity(raw)
+
+
+@pytest.mark.parametrize("resource, raw, want", [
+    pytest.param(CPU, "1", 1000, id="one cpu is 1000 millicores"),
+    pytest.param(CPU, "1m", 1, id="one millicore"),
+    pytest.param(CPU, "0.0001", 1, id="a tenth of a millicore rounds up to one"),
+    pytest.param(CPU, "100u", 1, id="micro-cpu rounds up to a millicore"),
+    pytest.param(CPU, "1.5", 1500, id="fractional cpus"),
+    pytest.param(CPU, 0.25, 250, id="a JSON float of cpus"),
+    pytest.param(MEMORY, "1.5", 2, id="memory rounds up to whole bytes"),
+    pytest.param(MEMORY, "1Mi", Mi, id="mebibytes"),
+    pytest.param(MEMORY, "1k", 1000, id="kilobytes"),
+    pytest.param(MEMORY, "1e3", 1000, id="an exponent"),
+    pytest.param("nvidia.com/gpu", "2", 2, id="an extended resource counts units"),
+    pytest.param(CPU, "0", 0, id="zero stays zero"),
+])
+def test_canonical_units(resource: str, raw: Any, want: int) -> None:
+    assert canonical(resource, raw) == want
+
+
+@pytest.mark.parametrize("raw", [
+    pytest.param("-1", id="a negative integer"),
+    pytest.param("-1e3", id="a negative exponent form"),
+    pytest.param("-100m", id="negative millicores"),
+])
+def test_canonical_rejects_negative(raw: str) -> None:
+    with pytest.raises(QuantityError, match="greater than or equal to 0"):
+        canonical(CPU, raw)
+
+
+@pytest.mark.parametrize("resource, raw, ok", [
+    pytest.param(MEMORY, "9223372036854775807", True, id="the largest int64 fits"),
+    pytest.param(MEMORY, "8Ei", False, id="8Ei is one past int64"),
+    pytest.param(CPU, "9223372036854775", True, id="the most cores whose millicores fit"),
+    pytest.param(CPU, "9223372036854776", False, id="one more core overflows in millicores"),
+])
+def test_canonical_stays_within_int64(resource: str, raw: str, ok: bool) -> None:
+    if ok:
+        assert canonical(resource, raw) <= INT64_MAX
+    else:
+        with pytest.raises(QuantityError, match="too large"):
+            canonical(resource, raw)
+
+
+def test_huge_requests_saturate_instead_of_overflowing() -> None:
+    pod = pod_of({"containers": [ctr({"memory": "4Ei"}), ctr({"memory": "4Ei"})]})
+    assert pod.requests == {MEMORY: INT64_MAX} and pod.nonzero_memory == INT64_MAX and pod.invalid == ""
+
+
+# ---------------------------------------------------------------------------- PodRequests
+
+
+def ctr(requests: dict[str, Any] | None = None, restart: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": "c", "image": "busybox"}
+    if requests is not None:
+        c["resources"] = {"requests": requests}
+    if restart:
+        c["restartPolicy"] = restart
+    return c
+
+
+def sidecar(requests: dict[str, Any] | None = None) -> dict[str, Any]:
+    return ctr(requests, restart="Always")
+
+
+def pod_of(spec: dict[str, Any], **meta: Any) -> Pod:
+    return parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u", **meta}, "spec": spec})
+
+
+REQUEST_CASES = [
+    pytest.param({"containers": [ctr({"cpu": "100m", "memory": "1Gi"}), ctr({"cpu": "200m"})]},
+                 {CPU: 300, MEMORY: Gi}, 300, Gi + DEFAULT_MEMORY_REQUEST,
+                 id="containers sum and a container without memory gets the default only in nonzero"),
+    pytest.param({"containers": [ctr(), ctr()]},
+                 {}, 2 * DEFAULT_MILLI_CPU_REQUEST, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="containers asking nothing request nothing but count 100m and 200Mi each for scoring"),
+    pytest.param({"containers": [ctr({"cpu": "0", "memory": "0"})]},
+                 {CPU: 0, MEMORY: 0}, 0, 0,
+                 id="an explicit zero request is not missing and gets no default"),
+    pytest.param({"containers": [ctr({"cpu": "1"})], "initContainers": [ctr({"cpu": "2"})]},
+                 {CPU: 2000}, 2000, DEFAULT_MEMORY_REQUEST,
+                 id="an init container larger than the containers sets the request"),
+    pytest.param({"containers": [ctr({"cpu": "1"}), ctr({"cpu": "1"})], "initContainers": [ctr({"cpu": "1500m"})]},
+                 {CPU: 2000}, 2000, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="init containers run one at a time so only the largest one counts"),
+    pytest.param({"containers": [ctr({"cpu": "1"})], "initContainers": [sidecar({"cpu": "500m"})]},
+                 {CPU: 1500}, 1500, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="a sidecar runs alongside the containers and adds to them"),
+    pytest.param({"containers": [ctr({"cpu": "1"})],
+                  "initContainers": [sidecar({"cpu": "500m"}), ctr({"cpu": "2"})]},
+                 {CPU: 2500}, 2500, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="a sidecar is counted for the init containers after it"),
+    pytest.param({"containers": [ctr({"cpu": "1"})],
+                  "initContainers": [ctr({"cpu": "2"}), sidecar({"cpu": "500m"})]},
+                 {CPU: 2000}, 2000, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="a sidecar is not counted for the init containers before it"),
+    pytest.param({"containers": [ctr({"cpu": "1"})], "overhead": {"cpu": "250m", "memory": "120Mi"}},
+                 {CPU: 1250, MEMORY: 120 * Mi}, 1250, DEFAULT_MEMORY_REQUEST + 120 * Mi,
+                 id="overhead is added to requests and to nonzero"),
+    pytest.param({"containers": [ctr({"cpu": "500m"})], "resources": {"requests": {"cpu": "2", "memory": "1Gi"}}},
+                 {CPU: 2000, MEMORY: Gi}, 2000, Gi,
+                 id="pod-level requests replace the containers' cpu and memory"),
+    pytest.param({"containers": [ctr(), ctr()], "resources": {"requests": {"cpu": "2"}}},
+                 {CPU: 2000}, 2000, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="with pod-level cpu only, memory nobody asks for still gets the per-container default"),
+    pytest.param({"containers": [ctr({"memory": "1Gi"}), ctr()], "resources": {"requests": {"cpu": "2"}}},
+                 {CPU: 2000, MEMORY: Gi}, 2000, Gi,
+                 id="with pod-level requests, memory one container asks for gets no default for the others"),
+    pytest.param({"containers": [ctr({"cpu": "1"})], "resources": {"requests": {"cpu": "2"}},
+                  "overhead": {"cpu": "100m"}},
+                 {CPU: 2100}, 2100, DEFAULT_MEMORY_REQUEST,
+                 id="overhead is added on top of pod-level requests"),
+    pytest.param({"containers": [ctr({"nvidia.com/gpu": 1}), ctr({"nvidia.com/gpu": 1})],
+                  "initContainers": [ctr({"nvidia.com/gpu": 3})]},
+                 {"nvidia.com/gpu": 3}, DEFAULT_MILLI_CPU_REQUEST * 2, DEFAULT_MEMORY_REQUEST * 2,
+                 id="extended resources follow the same sum and max"),
+    pytest.param({"containers": [ctr({"ephemeral-storage": "1Gi"})], "resources": {"requests": {"ephemeral-storage": "5Gi"}}},
+                 {"ephemeral-storage": Gi}, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST,
+                 id="pod-level requests other than cpu and memory are ignored"),
+]
+
+
+@pytest.mark.parametrize("spec, requests, nonzero_cpu, nonzero_memory", REQUEST_CASES)
+def test_pod_requests(spec: dict[str, Any], requests: dict[str, int], nonzero_cpu: int, nonzero_memory: int) -> None:
+    pod = pod_of(spec)
+    assert pod.invalid == ""
+    assert pod.requests == requests
+    assert (pod.nonzero_cpu, pod.nonzero_memory) == (nonzero_cpu, nonzero_memory)
+
+
+# ---------------------------------------------------------------------------- what parse_pod records as invalid
+
+
+@pytest.mark.parametrize("obj, path", [
+    pytest.param({"spec": {"containers": [ctr({"cpu": "lots"})]}}, "spec.containers[0].resources.requests[cpu]",
+                 id="an unparseable container request"),
+    pytest.param({"spec": {"containers": [ctr(), ctr({"memory": "-1Gi"})]}},
+                 "spec.containers[1].resources.requests[memory]", id="a negative request"),
+    pytest.param({"spec": {"initContainers": [ctr({"cpu": "1.5.5"})]}},
+                 "spec.initContainers[0].resources.requests[cpu]", id="an unparseable init container request"),
+    pytest.param({"spec": {"overhead": {"cpu": []}}}, "spec.overhead[cpu]", id="an overhead that is no quantity"),
+    pytest.param({"spec": {"resources": {"requests": {"memory": "x"}}}}, "spec.resources.requests[memory]",
+                 id="an unparseable pod-level request"),
+    pytest.param({"spec": {"priority": "high"}}, "spec.priority", id="a priority that is not an integer"),
+    pytest.param({"spec": {"priority": True}}, "spec.priority", id="a boolean priority"),
+    pytest.param({"spec": {"tolerations": [{"key": "k", "operator": "Contains"}]}}, "spec.tolerations[0].operator",
+                 id="a toleration with an unknown operator"),
+    pytest.param({"spec": {"tolerations": [{"key": "k", "effect": "NoWay"}]}}, "spec.tolerations[0].effect",
+                 id="a toleration with an unknown effect"),
+    pytest.param({"metadata": {"labels": {"a": 1}}}, "metadata.labels", id="a label value that is not a string"),
+    pytest.param({"spec": {"nodeSelector": {"zone": ["a"]}}}, "spec.nodeSelector", id="a node selector value list"),
+    pytest.param({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Near"}]}]}}}}},
+        "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+        ".matchExpressions[0].operator", id="a node affinity operator that does not exist"),
+    pytest.param({"spec": {"affinity": "close"}}, "spec.affinity", id="an affinity that is not an object"),
+    pytest.param({"spec": {"schedulerName": ["tandem-scheduler"]}}, "spec.schedulerName",
+                 id="a scheduler name that is a list"),
+    pytest.param({"spec": {"nodeName": {"n": 1}}}, "spec.nodeName", id="a node name that is an object"),
+    pytest.param({"spec": {"containers": [{"name": "c", "ports": [{"hostPort": 80, "hostIP": 7}]}]}},
+                 "spec.containers[0].ports[0].hostIP", id="a host IP that is a number"),
+])
+def test_parse_pod_records_the_field_path(obj: dict[str, Any], path: str) -> None:
+    obj = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", **obj.get("metadata", {})},
+           "spec": obj.get("spec", {})}
+    pod = parse_pod(obj)
+    assert pod.invalid.startswith(path + ":"), pod.invalid
+
+
+def test_the_first_problem_is_the_one_recorded() -> None:
+    pod = pod_of({"containers": [ctr({"cpu": "x"}), ctr({"memory": "y"})]})
+    assert pod.invalid.startswith("spec.containers[0]")
+
+
+def test_a_bad_toleration_is_dropped_and_the_good_ones_kept() -> None:
+    pod = pod_of({"tolerations": [{"key": "a", "operator": "Maybe"},
+                                  {"key": "b", "operator": "Exists", "effect": "NoSchedule"},
+                                  {"key": "c", "value": "v", "tolerationSeconds": 30}]})
+    assert pod.tolerations == (Toleration("b", "Exists", "", "NoSchedule"), Toleration("c", "Equal", "v", "", 30))
+    assert pod.invalid.startswith("spec.tolerations[0].operator")
+
+
+def test_a_bad_request_leaves_the_other_requests_parsed() -> None:
+    pod = pod_of({"containers": [ctr({"cpu": "x", "memory": "1Gi"})]})
+    assert pod.requests == {MEMORY: Gi}
+    assert pod.invalid
+
+
+@pytest.mark.parametrize("labels, annotations, group", [
+    pytest.param({POD_GROUP_LABEL: "train"}, {}, "train", id="the scheduler-plugins label names the group"),
+    pytest.param({}, {POD_GROUP_ANNOTATION: "batch"}, "batch", id="the kube-batch annotation names the group"),
+    pytest.param({POD_GROUP_LABEL: "train"}, {POD_GROUP_ANNOTATION: "batch"}, "train", id="the label wins over the annotation"),
+    pytest.param({}, {}, "", id="no label and no annotation: no group"),
+])
+def test_pod_group(labels: dict[str, str], annotations: dict[str, str], group: str) -> None:
+    assert pod_of({}, labels=labels, annotations=annotations).pod_group == group
+
+
+def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
+    pod = parse_pod({
+        "metadata": {"name": "web", "namespace": "prod", "uid": "u1", "resourceVersion": "7",
+                     "creationTimestamp": "2024-01-02T03:04:05Z", "deletionTimestamp": "2024-01-02T03:05:00Z",
+                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "uid": "o1", "controller": True}]},
+        "spec": {"schedulerName": "tandem-scheduler", "priority": 7, "priorityClassName": "high",
+                 "preemptionPolicy": "Never", "nodeSelector": {"zone": "a"},
+                 "schedulingGates": [{"name": "wait"}],
+                 "containers": [{"name": "c", "image": "nginx",
+                                 "ports": [{"containerPort": 80, "hostPort": 8080},
+                                           {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+                                           {"containerPort": 9090}]}],
+                 "initContainers": [{"name": "i", "image": "busybox", "ports": [{"hostPort": 1}]}],
+                 "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "e", "emptyDir": {}}]},
+        "status": {"phase": "Pending", "nominatedNodeName": "n1"},
+    })
+    assert (pod.key, pod.resource_version, pod.scheduler_name) == ("prod/web", "7", "tandem-scheduler")
+    assert (pod.priority, pod.priority_class_name, pod.preemption_policy) == (7, "high", "Never")
+    assert pod.created == 1704164645.0 and pod.deleting
+    assert pod.host_ports == (HostPort("0.0.0.0", "TCP", 8080), HostPort("10.0.0.1", "UDP", 53)), \
+        "init containers' ports and container ports without hostPort are not host ports"
+    assert pod.images == ("busybox", "nginx")
+    assert pod.scheduling_gates == ("wait",)
+    assert pod.pvcs == ("data",)
+    assert pod.nominated_node_name == "n1"
+    assert pod.owners[0].controller and pod.owners[0].kind == "ReplicaSet"
+    assert not pod.assigned and not pod.terminal and pod.invalid == ""
+
+
+@pytest.mark.parametrize("phase, terminal", [
+    pytest.param("Succeeded", True, id="succeeded is terminal"),
+    pytest.param("Failed", True, id="failed is terminal"),
+    pytest.param("Running", False, id="running is not"),
+    pytest.param(None, False, id="a pod without status is pending"),
+])
+def test_terminal_phases(phase: str | None, terminal: bool) -> None:
+    obj: dict[str, Any] = {"metadata": {"uid": "u"}, "spec": {}}
+    if phase:
+        obj["status"] = {"phase": phase}
+    assert parse_pod(obj).terminal is terminal
+
+
+# ---------------------------------------------------------------------------- parse_pod never raises
+
+_scalars = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
+            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6)
+            | st.sampled_from(["1", "100m", "2Gi", "-1", "1e3", "Always", "Exists", "In", "NoSchedule", ""]))
+json_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=6) | st.sampled_from(["cpu", "memory", "requests"]),
+                                             inner, max_size=3), max_leaves=8)
+
+SPEC_FIELDS = ["containers", "initContainers", "overhead", "resources", "tolerations", "affinity", "nodeSelector",
+               "priority", "priorityClassName", "schedulerName", "nodeName", "preemptionPolicy", "schedulingGates",
+               "topologySpreadConstraints", "volumes"]
+CONTAINER_FIELDS = ["resources", "ports", "image", "restartPolicy"]
+
+
+def _containers() -> st.SearchStrategy[Any]:
+    container = st.dictionaries(st.sampled_from(CONTAINER_FIELDS), json_values, max_size=3)
+    with_requests = st.builds(lambda r: {"resources": {"requests": r}},
+                              st.dictionaries(st.sampled_from(["cpu", "memory", "x/y"]), json_values, max_size=2))
+    with_ports = st.builds(lambda p: {"ports": [p]}, st.dictionaries(
+        st.sampled_from(["hostPort", "hostIP", "protocol"]), json_values | st.integers(1, 65535), max_size=3))
+    return st.lists(container | with_requests | with_ports, max_size=3) | json_values
+
+
+pod_objects = st.fixed_dictionaries({
+    "metadata": st.dictionaries(st.sampled_from(["name", "namespace", "uid", "labels", "annotations",
+                                                 "ownerReferences", "creationTimestamp", "deletionTimestamp"]),
+                                json_values, max_size=4),
+    "spec": st.dictionaries(st.sampled_from(SPEC_FIELDS), json_values, max_size=5)
+    | st.builds(lambda c, i: {"containers": c, "initContainers": i}, _containers(), _containers()),
+    "status": st.dictionaries(st.sampled_from(["phase", "nominatedNodeName"]), json_values, max_size=2),
+}) | json_values.filter(lambda v: isinstance(v, dict))
+
+
+def _assert_usable(pod: Pod) -> None:
+    for name in ("uid", "namespace", "name", "scheduler_name", "node_name", "nominated_node_name",
+                 "preemption_policy", "phase", "priority_class_name", "pod_group", "invalid"):
+        assert isinstance(getattr(pod, name), str), name
+    assert isinstance(pod.priority, int) and not isinstance(pod.priority, bool)
+    assert all(isinstance(k, str) and isinstance(v, int) and v >= 0 for k, v in pod.requests.items())
+    assert isinstance(pod.nonzero_cpu, int) and isinstance(pod.nonzero_memory, int)
+    assert all(isinstance(v, str) for v in pod.labels.values())
+    hash((pod.host_ports, pod.tolerations, pod.scheduling_gates, pod.images, pod.pvcs, pod.owners))
+    if pod.invalid:
+        assert pod.invalid.split(":", 1)[0].split(".")[0] in ("spec", "metadata", "status"), pod.invalid
+    json.dumps(pod.affinity)  # still plain JSON
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pod_objects)
+def test_parse_pod_never_raises_on_garbage(obj: dict[str, Any]) -> None:
+    pod = parse_pod(obj)
+    _assert_usable(pod)
+    # and the cache can charge whatever came out
+    table = NodeTable(capacity=2)
+    row = table.ensure_row("n")
+    table.charge(row, pod, 1)
+    table.charge(row, pod, -1)
+    assert not table.requested.any() and not table.nonzero.any()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.dictionaries(st.sampled_from(["metadata", "spec", "status"]),
+                       st.dictionaries(st.sampled_from(["name", "labels", "taints", "unschedulable", "allocatable",
+                                                        "capacity", "images", "conditions"]), json_values, max_size=4)
+                       | json_values, max_size=3))
+def test_parse_node_never_raises_on_garbage(obj: dict[str, Any]) -> None:
+    node = parse_node(obj)
+    assert isinstance(node.name, str) and isinstance(node.invalid, str)
+    assert all(isinstance(v, int) and v >= 0 for v in node.allocatable.values())
+    hash((node.taints, node.images))
+
+
+# ---------------------------------------------------------------------------- parse_node
+
+
+def node_obj(status: dict[str, Any] | None = None, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "n1", "labels": {"zone": "a"}}, "spec": spec or {}, "status": status or {}}
+
+
+@pytest.mark.parametrize("status, allocatable", [
+    pytest.param({"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}, "capacity": {"cpu": "4"}},
+                 {CPU: 2000, MEMORY: 4 * Gi, "pods": 110}, id="allocatable is used when present"),
+    pytest.param({"capacity": {"cpu": "4", "memory": "8Gi"}}, {CPU: 4000, MEMORY: 8 * Gi},
+                 id="capacity is used when allocatable is missing"),
+    pytest.param({"allocatable": {}, "capacity": {"cpu": "1"}}, {CPU: 1000},
+                 id="capacity is used when allocatable is empty"),
+    pytest.param({}, {}, id="a node without either allocates nothing"),
+])
+def test_parse_node_allocatable(status: dict[str, Any], allocatable: dict[str, int]) -> None:
+    node = parse_node(node_obj(status))
+    assert node.allocatable == allocatable and node.invalid == ""
+
+
+@pytest.mark.parametrize("status, path", [
+    pytest.param({"allocatable": {"cpu": "many"}}, "status.allocatable[cpu]", id="a bad allocatable quantity"),
+    pytest.param({"capacity": {"memory": "-1"}}, "status.capacity[memory]",
+                 id="a bad capacity quantity names capacity"),
+])
+def test_parse_node_records_bad_quantities(status: dict[str, Any], path: str) -> None:
+    assert parse_node(node_obj(status)).invalid.startswith(path + ":")
+
+
+def test_parse_node_reads_taints_images_and_readiness() -> None:
+    node = parse_node(node_obj(
+        status={"images": [{"names": ["nginx:1", "nginx@sha256:x"], "sizeBytes": 500}, {"names": [7], "sizeBytes": "big"}],
+                "conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "False"}]},
+        spec={"unschedulable": True,
+              "taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}, {"key": "bad", "effect": "Sometimes"},
+                         {"key": "spot", "effect": "PreferNoSchedule"}]}))
+    assert node.taints == (Taint("gpu", "yes", "NoSchedule"), Taint("spot", "", "PreferNoSchedule"))
+    assert node.invalid.startswith("spec.taints[1].effect")
+    assert node.images == ((("nginx:1", "nginx@sha256:x"), 500), ((), 0))
+    assert node.unschedulable and not node.ready
+    assert node.labels == {"zone": "a"}
+    assert isinstance(node, Node)
