@@ -4,7 +4,7 @@
         ...   # app.scheduler schedules until the block exits
 
 Startup and cleanup are in one place (STYLE.md: aiohttp's cleanup_ctx):
-the API client, the pod and node informers, the event recorder, the
+the API client, the node, priority class and pod informers, the event recorder, the
 health/metrics server and the scheduling loop start in order and stop in
 reverse; shutdown stops popping pods, then drains in-flight binds.
 """
@@ -68,12 +68,18 @@ class App:
                          on_add=sched.on_node_add, on_update=sched.on_node_update, on_delete=sched.on_node_delete)
         pods = Informer(self.client, "/api/v1/pods", name="pods",
                         on_add=sched.on_pod_add, on_update=sched.on_pod_update, on_delete=sched.on_pod_delete)
-        self.informers = [nodes, pods]
+        # priority classes only to tell a pod naming a missing class (see Scheduler._pod_problem)
+        sched.priority_classes = set()
+        classes = Informer(self.client, "/apis/scheduling.k8s.io/v1/priorityclasses", name="priorityclasses",
+                           on_add=sched.on_priority_class_add, on_update=sched.on_priority_class_update,
+                           on_delete=sched.on_priority_class_delete)
+        self.informers = [nodes, classes, pods]
         for inf in self.informers:
             inf.start()
             stack.push_async_callback(inf.stop)
-        # nodes first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
+        # nodes and classes first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
         await nodes.synced.wait()
+        await classes.synced.wait()
         await pods.synced.wait()
         if self.health_port is not None:
             await stack.enter_async_context(
