@@ -80,3 +80,11 @@ def test_two_profiles_serve_two_scheduler_names_from_one_queue() -> None:
     assert default.plugins == load_config(None).profiles[0].plugins
     assert _strategy(cfg, "tandem-scheduler") == "LeastAllocated"
     assert default.plugins["queueSort"] == binpack.plugins["queueSort"] == ["PrioritySort"]
+
+
+def test_benchmark_file_is_the_default_profile_at_scheduler_perf_client_limits() -> None:
+    bench = load_config(str(CONFIG / "benchmark.yaml"))
+    default = load_config(None)
+    assert (bench.client_qps, bench.client_burst) == (5000, 5000)
+    assert bench.profiles[0].plugins == default.profiles[0].plugins
+    assert bench.profiles[0].weights == default.profiles[0].weights

@@ -1,0 +1,52 @@
+"""What a benchmark run observed, per pod: the raw material of every metric.
+
+The runner fills a :class:`Recorder` from a watch on pods (creation time
+from its own create calls, bind time from the first event showing
+spec.nodeName); the metrics code turns it into throughput, latency
+percentiles and perf-dash DataItems. Times are ``time.time()`` seconds.
+Only pods created while collecting (a createPods op with collectMetrics,
+or between startCollectingMetrics and stopCollectingMetrics) count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class PodTimes:
+    created: float
+    bound: float | None = None
+    node: str = ""
+    measured: bool = True     # created while collecting metrics
+
+
+@dataclass
+class Recorder:
+    pods: dict[str, PodTimes] = field(default_factory=dict)          # "ns/name" -> times
+    windows: list[tuple[float, float | None]] = field(default_factory=list)  # collecting intervals
+    scheduler_name: str = ""
+
+    @property
+    def collecting(self) -> bool:
+        return bool(self.windows) and self.windows[-1][1] is None
+
+    def start_collecting(self, t: float) -> None:
+        if not self.collecting:
+            self.windows.append((t, None))
+
+    def stop_collecting(self, t: float) -> None:
+        if self.collecting:
+            self.windows[-1] = (self.windows[-1][0], t)
+
+    def created(self, key: str, t: float, measured: bool | None = None) -> None:
+        self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured)
+
+    def bound(self, key: str, t: float, node: str) -> None:
+        p = self.pods.get(key)
+        if p is not None and p.bound is None:
+            p.bound = t
+            p.node = node
+
+    def measured(self) -> list[PodTimes]:
+        return [p for p in self.pods.values() if p.measured]

@@ -1,0 +1,721 @@
+"""Runs one :class:`~bench.workload.Workload` against a target and fills a :class:`~bench.record.Recorder`.
+
+The ops run in order, as scheduler_perf's ``runWorkload`` runs them, but
+against an API server over HTTP rather than in-process, so the same run can
+measure tandem, kube-scheduler or any scheduler that serves the pods'
+``schedulerName``:
+
+* Creates go out with up to :data:`CONCURRENCY` requests in flight, each
+  body built from a template serialized once (``orjson.Fragment``), over the
+  target's client, which has no client-side rate limit: the benchmark must
+  never be what limits the scheduler.
+* Exactly one watch on pods (all namespaces) runs from the resourceVersion
+  taken before the first op; it is the only source of bind times. A pod's
+  created time is taken just before its create is sent and recorded before
+  the request goes out, so the watch can never report a bind for a pod the
+  recorder does not know yet. The bound time is when the first event showing
+  ``spec.nodeName`` arrives. A 410 relists (bind times of pods bound in the
+  gap become the relist time, and a warning says so).
+* Waiting ops (createPods and createPodGroups without
+  skipWaitToCompletion: every pod created so far in their namespace, as
+  upstream; barrier: the pods its namespaces and labelSelector pick) wait
+  on the watch with a timeout and raise :class:`RunError` naming the op and
+  how many pods are still pending: a benchmark that cannot finish must say
+  so, not hang. A failing watch or background op (churn, deletePods in the
+  background) fails the wait at once.
+* Pods count as measured when their op has collectMetrics, or when they
+  are created inside a startCollectingMetrics / stopCollectingMetrics
+  window and match its namespaces and labelSelector. Churn pods are never
+  recorded.
+
+Names are explicit (``<generateName><run id>-<n>``) so that the created time
+can be keyed before the server answers, and so that runs never collide on a
+real cluster. Deletes use gracePeriodSeconds 0: with no kubelet (the
+simulated cluster runs without its agent) a graceful delete of a bound pod
+would never finish. This module never starts or stops processes; see
+:mod:`bench.target`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable
+
+import orjson
+
+from bench.record import Recorder
+from bench.target import Target
+from bench.workload import (POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateNamespaces,
+                            CreateNodes, CreatePodGroups, CreatePods, DeletePods, Op, Sleep, StartCollectingMetrics,
+                            StopCollectingMetrics, Workload)
+from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
+
+log = logging.getLogger("tandem.bench.runner")
+
+CONCURRENCY = 64            # requests in flight per op
+DELETE_WORKERS = 16         # whenBound deleters
+WATCH_TIMEOUT = 600         # seconds a single watch request lasts before it is renewed
+LIST_PAGE = 5000
+
+Progress = Callable[[str, int, int], None]
+
+
+class RunError(RuntimeError):
+    """The workload could not run to the end: an op failed or timed out. The message names the op."""
+
+
+# ---------------------------------------------------------------------------- pod bookkeeping
+
+
+@dataclass(slots=True)
+class _Pod:
+    namespace: str
+    labels: dict[str, str]
+    counted: bool = True        # barriers and waits count it (churn pods: no)
+    created: bool = False       # the create call returned
+    bound: bool = False
+    attempted: bool = False     # a PodScheduled condition (any status): the scheduler has seen it
+    gone: bool = False
+
+
+@dataclass(eq=False)
+class _Waiter:
+    pending: set[str]
+    total: int
+    stage: str
+    on_change: Callable[[int], None] | None = None
+    event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def settle(self, key: str) -> None:
+        if key in self.pending:
+            self.pending.discard(key)
+            if self.on_change is not None:
+                self.on_change(self.total - len(self.pending))
+            if not self.pending:
+                self.event.set()
+
+
+def _matches(labels: dict[str, str], selector: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _selector_string(selector: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+class _Pods:
+    """What the watch has seen of the pods this run created; feeds the recorder and the waiters."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.pods: dict[str, _Pod] = {}
+        self.waiters: set[_Waiter] = set()
+        self.bind_listeners: list[Callable[[str, _Pod, float], None]] = []
+
+    def add(self, key: str, namespace: str, labels: dict[str, str], counted: bool = True) -> _Pod:
+        pod = self.pods[key] = _Pod(namespace, labels, counted)
+        return pod
+
+    @staticmethod
+    def _settled(pod: _Pod, stage: str) -> bool:
+        return pod.gone or pod.bound or (stage == "Attempted" and pod.attempted)
+
+    def wait_for(self, keys: Iterable[str], stage: str = "Scheduled",
+                 on_change: Callable[[int], None] | None = None) -> _Waiter:
+        keys = list(keys)
+        pending = {k for k in keys if not self._settled(self.pods[k], stage)}
+        waiter = _Waiter(pending, len(keys), stage, on_change)
+        if on_change is not None:
+            on_change(waiter.total - len(pending))
+        if pending:
+            self.waiters.add(waiter)
+        else:
+            waiter.event.set()
+        return waiter
+
+    def _settle(self, key: str, stage_only: str | None = None) -> None:
+        for w in list(self.waiters):
+            if stage_only is None or w.stage == stage_only:
+                w.settle(key)
+            if w.event.is_set():
+                self.waiters.discard(w)
+
+    def bound(self, key: str, t: float, node: str) -> None:
+        pod = self.pods.get(key)
+        if pod is None or pod.bound:
+            return
+        pod.bound = True
+        self.recorder.bound(key, t, node)
+        for listener in self.bind_listeners:
+            listener(key, pod, t)
+        self._settle(key)
+
+    def attempted(self, key: str) -> None:
+        pod = self.pods.get(key)
+        if pod is not None and not pod.attempted:
+            pod.attempted = True
+            self._settle(key, "Attempted")
+
+    def gone(self, key: str) -> None:
+        pod = self.pods.get(key)
+        if pod is not None and not pod.gone:
+            pod.gone = True
+            self._settle(key)
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        pod = self.pods.get(key)
+        if pod is None:
+            return
+        node = (obj.get("spec") or {}).get("nodeName")
+        if node and not pod.bound:
+            self.bound(key, time.time(), node)
+        if event.get("type") == "DELETED":
+            self.gone(key)
+        elif not pod.attempted and not pod.bound:
+            for cond in (obj.get("status") or {}).get("conditions") or ():
+                if cond.get("type") == "PodScheduled":
+                    self.attempted(key)
+                    break
+
+
+# ---------------------------------------------------------------------------- the run
+
+
+def _run_id() -> str:
+    # generateName's alphabet (no vowels, so no words): keeps names valid and unlikely to collide
+    return "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+
+
+def _prefix(template: dict[str, Any], default: str) -> str:
+    meta = template.get("metadata") or {}
+    if meta.get("generateName"):
+        return str(meta["generateName"])
+    if meta.get("name"):
+        return f"{meta['name']}-"
+    return default
+
+
+def _plural_path(api_version: str, kind: str, namespace: str | None) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    ns = f"/namespaces/{namespace}" if namespace else ""
+    return f"{base}{ns}/{kind.lower()}s"
+
+
+class _Run:
+    def __init__(self, workload: Workload, target: Target, scheduler_name: str, recorder: Recorder,
+                 progress: Progress | None, timeout: float) -> None:
+        self.workload = workload
+        self.client = target.client
+        self.scheduler_name = scheduler_name
+        self.recorder = recorder
+        self.progress = progress if progress is not None else (lambda label, done, total: None)
+        self.timeout = timeout
+        self.run_id = _run_id()
+        self.seq = itertools.count()
+        self.pods = _Pods(recorder)
+        self.namespaces: set[str] = set()
+        self.window: tuple[tuple[str, ...], dict[str, str]] | None = None
+        self.background: list[asyncio.Task[None]] = []
+        self.watch_task: asyncio.Task[None] | None = None
+        self.handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
+            CreateNodes: self.create_nodes, CreateNamespaces: self.create_namespaces,
+            CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, Churn: self.churn,
+            DeletePods: self.delete_pods, Barrier: self.barrier, Sleep: self.sleep,
+            StartCollectingMetrics: self.start_collecting, StopCollectingMetrics: self.stop_collecting,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        if not self.recorder.scheduler_name:
+            self.recorder.scheduler_name = self.scheduler_name
+        try:
+            first = await self.client.list("/api/v1/pods", {"limit": 1})
+        except APIError as exc:
+            raise RunError(f"{self.workload.full_name}: cannot list pods on the target: {exc}") from exc
+        rv = str((first.get("metadata") or {}).get("resourceVersion") or "")
+        self.watch_task = asyncio.create_task(self._watch(rv), name="bench-pod-watch")
+        try:
+            for op in self.workload.ops:
+                await self.handlers[type(op)](op)
+                self._check_tasks()
+        finally:
+            if self.recorder.collecting:
+                self.recorder.stop_collecting(time.time())
+            tasks = [*self.background, self.watch_task]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _check_tasks(self) -> None:
+        """Raise the failure of the watch or of a background op, if one has failed."""
+        assert self.watch_task is not None
+        if self.watch_task.done():
+            exc = None if self.watch_task.cancelled() else self.watch_task.exception()
+            raise RunError(f"the pod watch failed: {exc!r}" if exc else "the pod watch ended") from exc
+        for t in self.background:
+            if t.done() and not t.cancelled() and t.exception() is not None:
+                exc = t.exception()
+                raise RunError(f"{t.get_name()}: {exc}") from exc
+
+    # ------------------------------------------------------------------ the watch
+
+    async def _watch(self, rv: str) -> None:
+        backoff = 0.2
+        while True:
+            params = {"allowWatchBookmarks": True, "timeoutSeconds": WATCH_TIMEOUT}
+            if rv:
+                params["resourceVersion"] = rv
+            try:
+                async with contextlib.aclosing(self.client.watch("/api/v1/pods", params)) as events:
+                    async for event in events:
+                        obj = event.get("object") or {}
+                        rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                        if event.get("type") != "BOOKMARK":
+                            self.pods.on_event(event)
+                backoff = 0.2
+            except Gone:
+                rv = await self._relist()
+            except (Unreachable, ServerError, TooManyRequests) as exc:
+                log.warning("pod watch: %s; resuming from resourceVersion %s in %.1fs", exc, rv, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _relist(self) -> str:
+        """After a 410: list every pod, settle what the watch missed, and return the list's resourceVersion."""
+        created_before = {k for k, p in self.pods.pods.items() if p.created}
+        seen: set[str] = set()
+        now = time.time()
+        rv, cont = "", None
+        while True:
+            params: dict[str, Any] = {"limit": LIST_PAGE}
+            if cont:
+                params["continue"] = cont
+            page = await self.client.list("/api/v1/pods", params)
+            meta = page.get("metadata") or {}
+            rv = rv or str(meta.get("resourceVersion") or "")
+            for obj in page.get("items") or ():
+                m = obj.get("metadata") or {}
+                key = f"{m.get('namespace')}/{m.get('name')}"
+                seen.add(key)
+                node = (obj.get("spec") or {}).get("nodeName")
+                if node:
+                    self.pods.bound(key, now, node)
+            cont = meta.get("continue")
+            if not cont:
+                break
+        for key in created_before - seen:
+            self.pods.gone(key)
+        log.warning("pod watch expired (410 Gone): relisted; pods bound during the gap get the relist time "
+                    "as their bind time")
+        return rv
+
+    # ------------------------------------------------------------------ helpers
+
+    async def _each(self, op: Op, items: Iterable[Any], fn: Callable[[Any], Awaitable[None]],
+                    concurrency: int = CONCURRENCY) -> None:
+        """``fn`` over ``items`` with ``concurrency`` in flight; the first failure fails the op."""
+        items = list(items)
+        if not items:
+            return
+        it = iter(items)
+
+        async def worker() -> None:
+            for item in it:
+                await fn(item)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(min(concurrency, len(items))):
+                    tg.create_task(worker())
+        except ExceptionGroup as eg:
+            first: BaseException = eg
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            if isinstance(first, (APIError, RunError)):
+                raise RunError(f"{self.workload.full_name} {op.label}: {first}") from first
+            raise first
+
+    async def _create(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            await self.client.create(path, body)
+        except Conflict as exc:
+            if not exc.already_exists:  # a retried create that had gone through: ours, by its run-unique name
+                raise
+
+    async def _delete_pod(self, key: str) -> None:
+        ns, _, name = key.partition("/")
+        try:
+            await self.client.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+        except NotFound:
+            pass
+
+    async def _namespace(self, name: str, template: dict[str, Any] | None = None) -> None:
+        if name in self.namespaces:
+            return
+        body = dict(template or {"apiVersion": "v1", "kind": "Namespace"})
+        meta = {k: v for k, v in (body.get("metadata") or {}).items() if k not in ("name", "generateName")}
+        body["metadata"] = {**meta, "name": name}
+        body.setdefault("apiVersion", "v1")
+        body.setdefault("kind", "Namespace")
+        await self._create("/api/v1/namespaces", body)
+        self.namespaces.add(name)
+
+    def _in_window(self, namespace: str, labels: dict[str, str]) -> bool:
+        if self.window is None:
+            return False
+        namespaces, selector = self.window
+        return (not namespaces or namespace in namespaces) and _matches(labels, selector)
+
+    def _pod_maker(self, template: dict[str, Any], namespace: str) -> Callable[[str, dict[str, str]], dict]:
+        """A function (name, labels) -> Pod body; the spec is serialized once, with schedulerName filled."""
+        meta0 = template.get("metadata") or {}
+        rest = {k: v for k, v in meta0.items() if k not in ("name", "generateName", "namespace", "labels")}
+        spec = dict(template.get("spec") or {})
+        # the run's scheduler, unless the template names one on purpose
+        spec.setdefault("schedulerName", self.scheduler_name)
+        spec_json = orjson.Fragment(orjson.dumps(spec))
+        api_version = template.get("apiVersion", "v1")
+
+        def make(name: str, labels: dict[str, str]) -> dict[str, Any]:
+            meta = {**rest, "name": name, "namespace": namespace}
+            if labels:
+                meta["labels"] = labels
+            return {"apiVersion": api_version, "kind": "Pod", "metadata": meta, "spec": spec_json}
+
+        return make
+
+    async def _wait(self, op: Op, waiter: _Waiter, timeout: float | None, what: str) -> None:
+        """Until the waiter settles; RunError on timeout, or when the watch or a background op fails."""
+        limit = timeout if timeout is not None else self.timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        settled = asyncio.create_task(waiter.event.wait())
+        try:
+            while not waiter.event.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                assert self.watch_task is not None
+                watched = {settled, self.watch_task, *(t for t in self.background if not t.done())}
+                await asyncio.wait(watched, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+                self._check_tasks()
+        finally:
+            settled.cancel()
+            self.pods.waiters.discard(waiter)
+        if not waiter.event.is_set():
+            sample = ", ".join(sorted(waiter.pending)[:3])
+            raise RunError(f"{self.workload.full_name} {op.label}: timed out after {limit:g}s waiting for "
+                           f"{what}: {len(waiter.pending)} of {waiter.total} pods still pending "
+                           f"(e.g. {sample})")
+
+    async def _create_pods_and_wait(self, op: Op, namespace: str, pods: list[tuple[str, dict[str, str]]],
+                                    make: Callable[[str, dict[str, str]], dict], measured: bool,
+                                    wait: bool, timeout: float | None) -> None:
+        """Create ``pods`` ((name, labels) pairs) in ``namespace``; then, unless skipped, wait as upstream does."""
+        keys = [f"{namespace}/{name}" for name, _ in pods]
+        for key, (_, labels) in zip(keys, pods):
+            self.pods.add(key, namespace, labels)
+        total = len(keys)
+        label = op.label
+        progress = self.progress
+        waiter = None
+        if wait:
+            # upstream waits for every pod created so far in the op's namespace
+            in_ns = [k for k, p in self.pods.pods.items() if p.counted and p.namespace == namespace]
+            n_before = len(in_ns) - total
+            waiter = self.pods.wait_for(in_ns, on_change=lambda done: progress(label, max(0, done - n_before),
+                                                                               total))
+        else:
+            progress(label, 0, total)
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        recorder = self.recorder
+        created = 0
+
+        async def one(i: int) -> None:
+            nonlocal created
+            name, labels = pods[i]
+            body = make(name, labels)
+            recorder.created(keys[i], time.time(), measured)  # before the request: the watch may answer first
+            await self._create(path, body)
+            self.pods.pods[keys[i]].created = True
+            created += 1
+            if waiter is None:
+                progress(label, created, total)
+
+        await self._each(op, range(total), one)
+        if waiter is not None:
+            await self._wait(op, waiter, timeout, f"the pods of namespace {namespace} to be scheduled")
+
+    # ------------------------------------------------------------------ ops
+
+    async def create_nodes(self, op: CreateNodes) -> None:
+        tmpl = op.template
+        meta0 = tmpl.get("metadata") or {}
+        fixed = meta0.get("name") if op.count == 1 and not meta0.get("generateName") else None
+        prefix = _prefix(tmpl, "node-")
+        rest = {k: v for k, v in meta0.items() if k not in ("name", "generateName", "labels", "namespace")}
+        base_labels = {**(meta0.get("labels") or {}), **op.labels}
+        spec = dict(tmpl.get("spec") or {})
+        if op.taints:
+            spec["taints"] = [*(spec.get("taints") or []), *op.taints]
+        status = dict(tmpl.get("status") or {})
+        if op.capacity:
+            status["capacity"] = {**(status.get("capacity") or {}), **op.capacity}
+            if status.get("allocatable") is not None:
+                status["allocatable"] = {**status["allocatable"], **op.capacity}
+        spec_json = orjson.Fragment(orjson.dumps(spec))
+        status_json = orjson.Fragment(orjson.dumps(status))
+        done = 0
+        self.progress(op.label, 0, op.count)
+
+        async def one(i: int) -> None:
+            nonlocal done
+            name = fixed or f"{prefix}{self.run_id}-{next(self.seq)}"
+            labels = {**base_labels, "kubernetes.io/hostname": name}
+            if op.zones:
+                labels[ZONE_LABEL] = f"zone{i % op.zones + 1}"
+            body = {"apiVersion": "v1", "kind": "Node", "metadata": {**rest, "name": name, "labels": labels},
+                    "spec": spec_json, "status": status_json}
+            await self._create("/api/v1/nodes", body)
+            done += 1
+            self.progress(op.label, done, op.count)
+
+        await self._each(op, range(op.count), one)
+
+    async def create_namespaces(self, op: CreateNamespaces) -> None:
+        async def one(i: int) -> None:
+            await self._namespace(f"{op.prefix}-{i}", op.template)
+
+        await self._each(op, range(op.count), one)
+
+    async def create_pods(self, op: CreatePods) -> None:
+        await self._namespace(op.namespace)
+        make = self._pod_maker(op.template, op.namespace)
+        labels = dict((op.template.get("metadata") or {}).get("labels") or {})
+        prefix = _prefix(op.template, "pod-")
+        pods = [(f"{prefix}{self.run_id}-{next(self.seq)}", labels) for _ in range(op.count)]
+        measured = op.collect_metrics or self._in_window(op.namespace, labels)
+        started = op.collect_metrics and not self.recorder.collecting
+        if started:
+            self.recorder.start_collecting(time.time())
+        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout)
+        if started:
+            self.recorder.stop_collecting(time.time())
+
+    async def create_pod_groups(self, op: CreatePodGroups) -> None:
+        ns = op.namespace
+        await self._namespace(ns)
+        gt = op.group_template
+        g_meta = gt.get("metadata") or {}
+        g_rest = {k: v for k, v in g_meta.items() if k not in ("name", "generateName", "namespace")}
+        g_prefix = _prefix(gt, "gang-")
+        api_version = gt.get("apiVersion") or POD_GROUP_API_VERSION
+        g_spec = {**(gt.get("spec") or {}), "minMember": op.min_member}
+        g_path = _plural_path(api_version, gt.get("kind") or "PodGroup", ns)
+        groups = [f"{g_prefix}{self.run_id}-{next(self.seq)}" for _ in range(op.count)]
+
+        async def one_group(name: str) -> None:
+            await self._create(g_path, {"apiVersion": api_version, "kind": gt.get("kind") or "PodGroup",
+                                        "metadata": {**g_rest, "name": name, "namespace": ns}, "spec": g_spec})
+
+        await self._each(op, groups, one_group)  # every PodGroup exists before its first member
+
+        base = dict((op.pod_template.get("metadata") or {}).get("labels") or {})
+        make = self._pod_maker(op.pod_template, ns)
+        pods = [(f"{g}-{j}", {**base, POD_GROUP_LABEL: g}) for g in groups for j in range(op.pods_per_group)]
+        measured = op.collect_metrics or self._in_window(ns, base)
+        started = op.collect_metrics and not self.recorder.collecting
+        if started:
+            self.recorder.start_collecting(time.time())
+        await self._create_pods_and_wait(op, ns, pods, make, measured, not op.skip_wait, op.timeout)
+        if started:
+            self.recorder.stop_collecting(time.time())
+
+    async def churn(self, op: Churn) -> None:
+        if any(t.get("kind") == "Pod" for t in op.templates):
+            await self._namespace(op.namespace)
+        task = asyncio.create_task(self._churn_loop(op), name=f"{self.workload.full_name} {op.label}")
+        self.background.append(task)
+
+    async def _churn_loop(self, op: Churn) -> None:
+        """One object per template per interval: create (up to ``number``), or recreate cycles, as upstream."""
+        makers: list[Callable[[], tuple[str, str, dict[str, Any]]]] = []
+        for tmpl in op.templates:
+            prefix = _prefix(tmpl, "churn-")
+            if tmpl.get("kind") == "Node":
+                meta = {k: v for k, v in (tmpl.get("metadata") or {}).items() if k not in ("name", "generateName")}
+
+                def make_node(tmpl: dict[str, Any] = tmpl, meta: dict[str, Any] = meta,
+                              prefix: str = prefix) -> tuple[str, str, dict[str, Any]]:
+                    name = f"{prefix}{self.run_id}-{next(self.seq)}"
+                    body = {**tmpl, "metadata": {**meta, "name": name}}
+                    return "/api/v1/nodes", f"/api/v1/nodes/{name}", body
+
+                makers.append(make_node)
+            else:
+                pod_make = self._pod_maker(tmpl, op.namespace)
+                labels = dict((tmpl.get("metadata") or {}).get("labels") or {})
+
+                def make_pod(pod_make: Callable[..., dict] = pod_make, labels: dict[str, str] = labels,
+                             prefix: str = prefix) -> tuple[str, str, dict[str, Any]]:
+                    name = f"{prefix}{self.run_id}-{next(self.seq)}"
+                    # tracked so the watch knows it, but never counted by waits nor recorded
+                    self.pods.add(f"{op.namespace}/{name}", op.namespace, labels, counted=False)
+                    return (f"/api/v1/namespaces/{op.namespace}/pods",
+                            f"/api/v1/namespaces/{op.namespace}/pods/{name}", pod_make(name, labels))
+
+                makers.append(make_pod)
+        live: list[list[str]] = [[] for _ in makers]
+        created = [0] * len(makers)
+        for tick in itertools.count():
+            for i, make in enumerate(makers):
+                if op.mode == "create":
+                    if op.number and created[i] >= op.number:
+                        continue
+                    create = True
+                else:
+                    create = (tick // op.number) % 2 == 0
+                if create:
+                    collection, item, body = make()
+                    await self._create(collection, body)
+                    live[i].append(item)
+                    created[i] += 1
+                elif live[i]:
+                    try:
+                        await self.client.delete(live[i].pop(0), {"gracePeriodSeconds": 0})
+                    except NotFound:
+                        pass
+            await asyncio.sleep(op.interval)
+
+    async def delete_pods(self, op: DeletePods) -> None:
+        if op.when_bound:
+            task = asyncio.create_task(self._delete_when_bound(op), name=f"{self.workload.full_name} {op.label}")
+            self.background.append(task)
+            return
+        keys: list[str] = []
+        cont = None
+        while True:
+            params: dict[str, Any] = {"limit": LIST_PAGE}
+            if op.label_selector:
+                params["labelSelector"] = _selector_string(op.label_selector)
+            if cont:
+                params["continue"] = cont
+            try:
+                page = await self.client.list(f"/api/v1/namespaces/{op.namespace}/pods", params)
+            except APIError as exc:
+                raise RunError(f"{self.workload.full_name} {op.label}: listing pods: {exc}") from exc
+            keys += [f"{op.namespace}/{(p.get('metadata') or {}).get('name')}" for p in page.get("items") or ()]
+            cont = (page.get("metadata") or {}).get("continue")
+            if not cont:
+                break
+        work = self._delete_paced(op, keys)
+        if op.skip_wait:
+            self.background.append(asyncio.create_task(work, name=f"{self.workload.full_name} {op.label}"))
+            return
+        limit = op.timeout if op.timeout is not None else self.timeout
+        try:
+            await asyncio.wait_for(work, timeout=limit)
+        except asyncio.TimeoutError:
+            raise RunError(f"{self.workload.full_name} {op.label}: timed out after {limit:g}s deleting "
+                           f"{len(keys)} pods") from None
+
+    async def _delete_paced(self, op: DeletePods, keys: list[str]) -> None:
+        """Delete ``keys`` at ``deletePodsPerSecond`` (all at once when 0)."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        done = 0
+        self.progress(op.label, 0, len(keys))
+
+        async def one(i: int) -> None:
+            nonlocal done
+            if op.per_second:
+                delay = start + i / op.per_second - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            await self._delete_pod(keys[i])
+            done += 1
+            self.progress(op.label, done, len(keys))
+
+        concurrency = min(CONCURRENCY, op.per_second) if op.per_second else CONCURRENCY
+        await self._each(op, range(len(keys)), one, concurrency=max(1, concurrency))
+
+    async def _delete_when_bound(self, op: DeletePods) -> None:
+        """Delete each matching pod ``hold`` seconds after it binds, until the workload ends."""
+        queue: asyncio.Queue[tuple[float, str]] = asyncio.Queue()
+
+        def wanted(pod: _Pod) -> bool:
+            return pod.namespace == op.namespace and _matches(pod.labels, op.label_selector)
+
+        def on_bound(key: str, pod: _Pod, t: float) -> None:
+            if wanted(pod):
+                queue.put_nowait((t + op.hold, key))
+
+        now = time.time()
+        for key, pod in self.pods.pods.items():
+            if pod.bound and not pod.gone and wanted(pod):
+                queue.put_nowait((now + op.hold, key))
+        self.pods.bind_listeners.append(on_bound)
+
+        async def worker() -> None:
+            while True:
+                due, key = await queue.get()
+                delay = due - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await self._delete_pod(key)
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(DELETE_WORKERS):
+                    tg.create_task(worker())
+        finally:
+            self.pods.bind_listeners.remove(on_bound)
+
+    async def barrier(self, op: Barrier) -> None:
+        keys = [k for k, p in self.pods.pods.items()
+                if p.counted and (not op.namespaces or p.namespace in op.namespaces)
+                and _matches(p.labels, op.label_selector)]
+        label = op.label
+        waiter = self.pods.wait_for(keys, op.stage, on_change=lambda done: self.progress(label, done, len(keys)))
+        scope = f"namespaces {', '.join(op.namespaces)}" if op.namespaces else "all namespaces"
+        if op.label_selector:
+            scope += f", labels {_selector_string(op.label_selector)}"
+        stage = "scheduled" if op.stage == "Scheduled" else "attempted"
+        await self._wait(op, waiter, op.timeout, f"the pods ({scope}) to be {stage}")
+
+    async def sleep(self, op: Sleep) -> None:
+        await asyncio.sleep(op.duration)
+
+    async def start_collecting(self, op: StartCollectingMetrics) -> None:
+        self.recorder.start_collecting(time.time())
+        self.window = (op.namespaces, op.label_selector)
+
+    async def stop_collecting(self, op: StopCollectingMetrics) -> None:
+        self.recorder.stop_collecting(time.time())
+        self.window = None
+
+
+async def run_workload(workload: Workload, target: Target, scheduler_name: str, recorder: Recorder,
+                       progress: Callable[[str, int, int], None] | None = None, timeout: float = 600) -> None:
+    """Run ``workload``'s ops in order against ``target``, recording every pod's created and bound time.
+
+    ``scheduler_name`` fills ``spec.schedulerName`` of every pod whose
+    template does not set one. ``progress(op_label, done, total)`` is called
+    as an op advances: for pod-creating ops that wait, ``done`` counts the
+    op's pods scheduled (or deleted); for ops that do not wait, pods
+    created; for createNodes, nodes created; for barrier, pods settled; for
+    deletePods, pods deleted. ``op_label`` reads ``op 2 (createPods)``.
+    ``timeout`` (seconds) bounds each wait of an op that sets no timeout of
+    its own. Raises :class:`RunError` when an op fails or times out.
+    """
+    await _Run(workload, target, scheduler_name, recorder, progress, timeout).run()

@@ -1,0 +1,323 @@
+"""bench/workload.py: the workload files parse, params substitute, and every mistake names file and op."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from bench.workload import (POD_GROUP_LABEL, Barrier, Churn, CreateNodes, CreatePodGroups, CreatePods, DeletePods,
+                            Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
+TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
+              "Unschedulable", "SchedulingWithMixedChurn", "SchedulingWhileGated", "GangBasic", "GangLarge",
+              "GangContention")
+SCALES = ("Smoke", "500Nodes", "5000Nodes", "15000Nodes")
+
+
+def all_workloads():
+    return [w for f in sorted(WORKLOADS.glob("*.yaml")) for w in load_workloads(f)]
+
+
+def nodes_of(w) -> int:
+    return sum(op.count for op in w.ops if isinstance(op, CreateNodes))
+
+
+def measured_pods(w) -> int:
+    n = 0
+    for op in w.ops:
+        if isinstance(op, CreatePods) and op.collect_metrics:
+            n += op.count
+        if isinstance(op, CreatePodGroups) and op.collect_metrics:
+            n += op.count * op.pods_per_group
+    return n
+
+
+# ---------------------------------------------------------------------------- the shipped files
+
+
+def test_every_workload_file_loads_with_every_test_case_at_every_scale():
+    names = {w.full_name for w in all_workloads()}
+    missing = [f"{t}/{s}" for t in TEST_CASES for s in SCALES if f"{t}/{s}" not in names]
+    assert not missing
+
+
+@pytest.mark.parametrize("scale,nodes", [("500Nodes", 500), ("5000Nodes", 5000), ("15000Nodes", 15000)])
+def test_every_scale_param_set_creates_that_many_nodes(scale, nodes):
+    for w in all_workloads():
+        if w.name == scale:
+            assert nodes_of(w) == nodes, w.full_name
+
+
+def test_every_workload_measures_pods_and_is_labelled_as_upstream():
+    for w in all_workloads():
+        assert measured_pods(w) > 0, w.full_name
+        if w.name == "Smoke":
+            assert {"integration-test", "short"} <= set(w.labels), w.full_name
+            assert nodes_of(w) <= 10 and measured_pods(w) <= 50, w.full_name
+        else:
+            assert "performance" in w.labels, w.full_name
+            assert "integration-test" not in w.labels, w.full_name
+
+
+def test_scheduling_basic_5000_nodes_measures_10000_pods_after_1000_init_pods_as_upstream():
+    w = find_workload(WORKLOADS, "SchedulingBasic/5000Nodes")
+    create = [op for op in w.ops if isinstance(op, CreatePods)]
+    assert [(op.count, op.collect_metrics) for op in create] == [(1000, False), (10000, True)]
+    assert nodes_of(w) == 5000
+
+
+def test_templates_are_scheduler_perf_defaults():
+    w = find_workload(WORKLOADS, "SchedulingBasic/5000Nodes")
+    node = w.ops[0].template
+    assert node["status"]["capacity"] == {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    requests = w.ops[1].template["spec"]["containers"][0]["resources"]["requests"]
+    assert requests == {"cpu": "100m", "memory": "500Mi"}
+    assert "schedulerName" not in w.ops[1].template["spec"]  # filled from the run's --scheduler-name
+
+
+@pytest.mark.parametrize("name,gangs,size,nodes", [
+    ("GangBasic/5000Nodes", 2000, 3, 5000),
+    ("GangLarge/5000Nodes", 3, 1000, 5000),
+])
+def test_gang_workloads_have_the_sizes_of_the_issue(name, gangs, size, nodes):
+    w = find_workload(WORKLOADS, name)
+    (op,) = [op for op in w.ops if isinstance(op, CreatePodGroups)]
+    assert (op.count, op.pods_per_group, op.min_member, nodes_of(w)) == (gangs, size, size, nodes)
+    assert op.group_template["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert op.group_template["kind"] == "PodGroup"
+
+
+@pytest.mark.parametrize("scale", SCALES)
+def test_gang_contention_demands_more_than_the_cluster_holds_and_frees_it_as_pods_finish(scale):
+    w = find_workload(WORKLOADS, f"GangContention/{scale}")
+    (op,) = [op for op in w.ops if isinstance(op, CreatePodGroups)]
+    cpu = int(op.pod_template["spec"]["containers"][0]["resources"]["requests"]["cpu"])
+    node_cpu = int(w.ops[0].template["status"]["capacity"]["cpu"])
+    assert op.count * op.pods_per_group * cpu > nodes_of(w) * node_cpu
+    (deleter,) = [o for o in w.ops if isinstance(o, DeletePods)]
+    assert deleter.when_bound and deleter.namespace == op.namespace and deleter.index < op.index
+
+
+def test_unschedulable_barrier_waits_only_for_pods_that_can_schedule():
+    w = find_workload(WORKLOADS, "Unschedulable/Smoke")
+    (barrier,) = [op for op in w.ops if isinstance(op, Barrier)]
+    unschedulable = {op.namespace for op in w.ops if isinstance(op, CreatePods) and op.skip_wait
+                     and op.template["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "9"}
+    assert barrier.namespaces and not unschedulable & set(barrier.namespaces)
+
+
+# ---------------------------------------------------------------------------- params
+
+
+def write(tmp_path: Path, text: str, name: str = "w.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+BASIC = """\
+- name: T
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    countParam: $nodes
+    zones: $zones
+  - opcode: createPods
+    countParam: $pods
+    collectMetrics: true
+  - opcode: sleep
+    duration: 1m30s
+  workloads:
+  - name: Small
+    labels: [short]
+    params: {nodes: 3, zones: 2, pods: 10}
+  - name: Big
+    params: {nodes: 300, zones: 3, pods: 1000}
+"""
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: p-}\nspec: {containers: [{name: c, image: i}]}\n"
+
+
+@pytest.fixture
+def basic(tmp_path: Path) -> Path:
+    (tmp_path / "pod.yaml").write_text(POD)
+    return write(tmp_path, BASIC)
+
+
+def test_params_are_substituted_in_count_params_and_other_fields(basic):
+    small, big = load_workloads(basic)
+    assert small.full_name == "T/Small" and small.labels == ("short",)
+    assert (small.ops[0].count, small.ops[0].zones, small.ops[1].count) == (3, 2, 10)
+    assert (big.ops[0].count, big.ops[0].zones, big.ops[1].count) == (300, 3, 1000)
+    assert small.ops[1].namespace == "namespace-1"  # upstream's per-op default
+    assert isinstance(small.ops[2], Sleep) and small.ops[2].duration == 90.0
+    assert small.source == basic
+
+
+def test_overrides_replace_params_and_parse_integers(basic):
+    small = find_workload(basic, "T/Small", {"pods": "7"})
+    assert small.ops[1].count == 7 and small.params["pods"] == 7
+
+
+def test_a_test_case_name_with_overrides_is_a_custom_param_set(basic):
+    w = find_workload([basic], "T", {"nodes": "1", "zones": "0", "pods": "2"})
+    assert w.full_name == "T/custom" and (w.ops[0].count, w.ops[1].count) == (1, 2)
+
+
+def test_a_test_case_name_alone_names_its_workloads(basic):
+    with pytest.raises(WorkloadError, match=r"T/Small, T/Big"):
+        find_workload(basic, "T")
+
+
+def test_an_unknown_workload_lists_the_available_ones(basic):
+    with pytest.raises(WorkloadError, match=r"no workload 'T/Huge'.*T/Small, T/Big"):
+        find_workload(basic, "T/Huge")
+    with pytest.raises(WorkloadError, match=r"no workload 'Nope/Small'; available: T/Small, T/Big"):
+        find_workload(basic, "Nope/Small")
+
+
+def test_find_workload_searches_folders():
+    assert find_workload(WORKLOADS, "GangLarge/Smoke").test == "GangLarge"
+
+
+@pytest.mark.parametrize("text,seconds", [("30s", 30), ("1m30s", 90), ("500ms", 0.5), ("1h", 3600), (2, 2.0)])
+def test_durations_read_as_go_writes_them(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+def test_inline_templates_and_gang_fields(tmp_path):
+    path = write(tmp_path, """\
+    - name: G
+      workloadTemplate:
+      - opcode: createNodes
+        count: 2
+        nodeTemplate: {apiVersion: v1, kind: Node, metadata: {generateName: n-}, status: {capacity: {cpu: "8"}}}
+        labels: {pool: a}
+        taints: [{key: k, value: v, effect: NoSchedule}]
+        capacity: {nvidia.com/gpu: "8"}
+      - opcode: createPodGroups
+        count: 2
+        podsPerGroup: 4
+        minMember: 3
+        podTemplate: {apiVersion: v1, kind: Pod, spec: {containers: [{name: c, image: i}]}}
+        collectMetrics: true
+      - opcode: churn
+        mode: recreate
+        number: 1
+        templates: [{apiVersion: v1, kind: Node, metadata: {generateName: c-}}]
+      - opcode: barrier
+        namespaces: [namespace-1]
+        labelSelector: {app: x}
+        timeout: 5s
+      workloads:
+      - name: W
+    """)
+    (w,) = load_workloads(path)
+    nodes, groups, churn, barrier = w.ops
+    assert nodes.labels == {"pool": "a"} and nodes.taints == ({"key": "k", "value": "v", "effect": "NoSchedule"},)
+    assert nodes.capacity == {"nvidia.com/gpu": "8"}
+    assert (groups.count, groups.pods_per_group, groups.min_member) == (2, 4, 3)
+    assert groups.group_template["kind"] == "PodGroup"
+    assert isinstance(churn, Churn) and churn.mode == "recreate" and churn.interval == 0.5
+    assert (barrier.namespaces, barrier.label_selector, barrier.timeout) == (("namespace-1",), {"app": "x"}, 5.0)
+    assert POD_GROUP_LABEL == "scheduling.x-k8s.io/pod-group"
+
+
+# ---------------------------------------------------------------------------- errors name file and op
+
+
+HEADER = """\
+- name: T
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    count: 1
+"""
+
+
+@pytest.mark.parametrize("ops,params,message", [
+    ("  - opcode: createPodz\n    count: 1\n", {}, "T op 1 (createPodz): unknown opcode 'createPodz'"),
+    ("  - opcode: createPods\n    countParam: $measurePods\n", {}, "T/W op 1 (createPods): missing param $measurePods"),
+    ("  - opcode: createPods\n    count: lots\n", {}, "T op 1 (createPods): field count: expected an integer, "
+                                                    "got 'lots' (str)"),
+    ("  - opcode: createPods\n    countParam: $n\n", {"n": "many"}, "T/W op 1 (createPods): param $n: expected an "
+                                                                    "integer, got 'many' (str)"),
+    ("  - opcode: createPods\n    count: 1\n    collectMetrics: $c\n", {"c": 3},
+     "T/W op 1 (createPods): field collectMetrics: expected true or false, got 3 (int) (from param $c)"),
+    ("  - opcode: createPods\n    count: 1\n    podTemplatPath: x.yaml\n", {},
+     "T op 1 (createPods): unknown field 'podTemplatPath'"),
+    ("  - opcode: createPods\n    count: 1\n    podTemplatePath: missing.yaml\n", {},
+     "T op 1 (createPods): field podTemplatePath: cannot read missing.yaml"),
+    ("  - opcode: createPods\n    count: 1\n    collectMetrics: true\n    skipWaitToCompletion: true\n", {},
+     "T op 1 (createPods): collectMetrics and skipWaitToCompletion cannot both be true"),
+    ("  - opcode: churn\n    mode: recreate\n    templatePaths: [pod.yaml]\n", {},
+     "T/W op 1 (churn): field number: cannot be 0 when mode is recreate"),
+    ("  - opcode: createPodGroups\n    count: 1\n    podsPerGroup: 2\n    minMember: 3\n", {},
+     "T/W op 1 (createPodGroups): field minMember: 3 is more than podsPerGroup 2"),
+    ("  - opcode: barrier\n    stageRequirement: Bound\n", {},
+     "T/W op 1 (barrier): field stageRequirement: expected Scheduled or Attempted"),
+    ("  - opcode: sleep\n    duration: soon\n", {}, "T op 1 (sleep): field duration: expected a duration"),
+    ("  - opcode: createNodes\n    count: 1\n    taints: [{key: k, effect: Never}]\n", {},
+     "T op 1 (createNodes): field taints[0].effect: expected one of NoSchedule"),
+], ids=[
+    "an unknown opcode", "a missing param", "a count that is not a number", "a param of the wrong type",
+    "a flag from a param that is not a bool", "an unknown field", "a template file that does not exist",
+    "collectMetrics with skipWaitToCompletion", "recreate churn without a number", "a gang smaller than minMember",
+    "an unknown barrier stage", "a duration that does not parse", "a taint with an unknown effect",
+])
+def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
+    (tmp_path / "pod.yaml").write_text(POD)
+    path = write(tmp_path, HEADER + ops + f"  workloads:\n  - name: W\n    params: {params!r}\n")
+    with pytest.raises(WorkloadError) as info:
+        load_workloads(path)
+    assert str(info.value).startswith(f"{path}: "), str(info.value)
+    assert message in str(info.value)
+
+
+def test_the_message_of_a_missing_param_reads_as_documented(tmp_path):
+    (tmp_path / "pod.yaml").write_text(POD)
+    path = write(tmp_path, """\
+    - name: SchedulingBasic
+      defaultPodTemplatePath: pod.yaml
+      workloadTemplate:
+      - opcode: createNodes
+        countParam: $initNodes
+      - opcode: createPods
+        countParam: $initPods
+      - opcode: createPods
+        countParam: $measurePods
+      workloads:
+      - name: 5000Nodes
+        params: {initNodes: 5000, initPods: 1000}
+    """)
+    with pytest.raises(WorkloadError) as info:
+        load_workloads(path)
+    assert str(info.value) == f"{path}: SchedulingBasic/5000Nodes op 2 (createPods): missing param $measurePods"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("name: T\n", "expected a list of test cases"),
+    ("- name: T\n  workloadTemplate: []\n  workloads: []\n", "T: missing field workloadTemplate"),
+    ("- name: T\n  threshold: 3\n", "T: unknown field 'threshold'"),
+    ("- name: T\n  workloadTemplate: [{opcode: sleep, duration: 1s}]\n  workloads: [{name: W, params: {}, x: 1}]\n",
+     "T/W: unknown field 'x'"),
+    ("- name: T\n  workloadTemplate: [{count: 1}]\n  workloads: [{name: W}]\n", "T: op 0: missing field opcode"),
+    ("- [oops\n", "not valid YAML"),
+], ids=["a file that is not a list", "a test case without ops", "an unknown test case field",
+        "an unknown workload field", "an op without an opcode", "broken YAML"])
+def test_structural_errors_name_the_file_and_the_test_case(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(WorkloadError) as info:
+        load_workloads(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value), str(info.value)
+
+
+def test_relative_paths_are_shown_as_typed(tmp_path, monkeypatch):
+    (tmp_path / "pod.yaml").write_text(POD)
+    write(tmp_path, HEADER + "  - opcode: createPodz\n  workloads: [{name: W}]\n", "bad.yaml")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(WorkloadError, match=re.escape("bad.yaml: T op 1 (createPodz)")):
+        load_workloads(Path("bad.yaml"))
