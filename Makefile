@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench bench-simcluster venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# SchedulingBasic at 5,000 nodes on the simulated cluster, tandem's default profile (see bench/RESULTS.md)
 bench: $(STAMP)
+	$(PY) -m bench run SchedulingBasic/5000Nodes --start-scheduler default $(BENCH_ARGS)
+
+# the simulated cluster's own capacity: creates/s, binds/s, RSS, watch delivery
+bench-simcluster: $(STAMP)
 	$(PY) -m bench.simcluster.loadtest
 
 clean:

@@ -1,0 +1,86 @@
+"""Turn a directory of ``tandem-bench run`` JSON files into the markdown table of bench/RESULTS.md.
+
+    python -m bench.results_table bench/out/table
+
+One row per workload and scheduler (the newest file wins), with the
+scheduler's throughput as a fraction of the baseline binder's on the same
+workload when both ran. Throughput is the average of 1 s samples when the
+run was long enough to have any, else the overall rate (marked *).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def _row(doc: dict[str, Any]) -> dict[str, Any]:
+    meta, run = doc["metadata"], doc["runs"][0]
+    tp = run.get("throughput") or {}
+    attempt = (run.get("attempt_latency") or {}).get("scheduled") or {}
+    e2e = run.get("e2e_latency_seconds") or {}
+    return {
+        "workload": meta["workload"]["name"],
+        "scheduler": meta["scheduler"]["label"],
+        "kind": meta["scheduler"]["kind"],
+        "pods": f'{run["bound_pods"]}/{run["measured_pods"]}',
+        "avg": tp.get("Average"),
+        "overall": run.get("throughput_overall"),
+        "p50": tp.get("Perc50"),
+        "p99": tp.get("Perc99"),
+        "attempt_avg_ms": attempt.get("average_seconds", 0) * 1e3 if attempt else None,
+        "e2e_p50": e2e.get("Perc50"),
+        "e2e_p99": e2e.get("Perc99"),
+        "rss": run.get("rss_peak_bytes"),
+        "command": meta["command"],
+        "date": meta["date"][:16].replace("T", " "),
+    }
+
+
+def table(folder: Path) -> str:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for f in sorted(folder.glob("*.json")):  # names end in a UTC timestamp: later files win
+        doc = json.loads(f.read_text())
+        if "runs" not in doc or len(doc["runs"]) != 1:
+            continue
+        r = _row(doc)
+        rows[(r["workload"], r["kind"])] = r
+    out = ["| workload | scheduler | pods bound | pods/s avg | p50 / p99 (1 s samples) | of baseline "
+           "| attempt avg | created-to-bound p50 / p99 | RSS | date (UTC) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def fmt(v: float | None, digits: int = 0) -> str:
+        return "-" if v is None else f"{v:,.{digits}f}"
+
+    for (wl, kind), r in sorted(rows.items(), key=lambda kv: (int(kv[0][0].split("/")[1].split("N")[0])
+                                                               if kv[0][0].split("/")[1][0].isdigit() else 0,
+                                                               kv[0][0], kv[0][1] != "tandem")):
+        rate = r["avg"] if r["avg"] is not None else r["overall"]
+        mark = "" if r["avg"] is not None else "*"
+        base = rows.get((wl, "baseline"))
+        frac = "-"
+        if kind != "baseline" and base is not None:
+            brate = base["avg"] if base["avg"] is not None and r["avg"] is not None else base["overall"]
+            mine = r["avg"] if base["avg"] is not None and r["avg"] is not None else r["overall"]
+            if brate:
+                frac = f"{100 * mine / brate:.0f}%"
+        samples = "-" if r["p50"] is None else f'{fmt(r["p50"])} / {fmt(r["p99"])}'
+        e2e = "-" if r["e2e_p50"] is None else f'{r["e2e_p50"]:.2f} s / {r["e2e_p99"]:.2f} s'
+        attempt = "-" if r["attempt_avg_ms"] is None else f'{r["attempt_avg_ms"]:.2f} ms'
+        rss = "-" if not r["rss"] else f'{r["rss"] / 2**20:.0f} MiB'
+        out.append(f'| {wl} | {r["scheduler"]} | {r["pods"]} | {fmt(rate)}{mark} | {samples} | {frac} | {attempt} '
+                   f'| {e2e} | {rss} | {r["date"]} |')
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    folder = Path(args[0] if args else "bench/out/table")
+    print(table(folder))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
