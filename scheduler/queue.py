@@ -88,6 +88,12 @@ class SchedulingQueue:
         self.where: dict[str, str] = {}                # uid -> "active" | "backoff" | "unschedulable" | "gated" | "inflight"
         self._inflight: dict[str, int] = {}            # uid -> event seq when popped; insertion order = seq order
         self._parked: set[str] = set()                 # unschedulable or gated: what events may move
+        # parked pods by (profile, rejecting plugin), so an event visits only pods it can help
+        # (thousands of gated pods must not be rescanned on every bind)
+        self._parked_by: dict[tuple[str, str], set[str]] = {}
+        self._parked_any: set[str] = set()             # parked with no plugin to blame: any event may help
+        self._parked_keys: dict[str, tuple[tuple[str, str], ...]] = {}
+        self._event_plugins: dict[tuple[str, int], frozenset[tuple[str, str]]] = {}
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []   # recorded while pods are in flight
@@ -115,6 +121,7 @@ class SchedulingQueue:
             self._inflight.pop(uid, None)
         elif old in ("unschedulable", "gated"):
             self._parked.discard(uid)
+            self._unindex(uid)
         if where is None:
             self.where.pop(uid, None)
             return
@@ -123,6 +130,46 @@ class SchedulingQueue:
             self._inflight[uid] = self._event_seq
         elif where in ("unschedulable", "gated"):
             self._parked.add(uid)
+            self._index(uid)
+
+    def _index(self, uid: str) -> None:
+        qi = self.infos[uid]
+        plugins = qi.unschedulable_plugins | qi.pending_plugins
+        if not plugins:
+            self._parked_any.add(uid)
+            self._parked_keys[uid] = ()
+            return
+        keys = tuple((qi.profile, name) for name in plugins)
+        for key in keys:
+            self._parked_by.setdefault(key, set()).add(uid)
+        self._parked_keys[uid] = keys
+
+    def _unindex(self, uid: str) -> None:
+        self._parked_any.discard(uid)
+        for key in self._parked_keys.pop(uid, ()):
+            members = self._parked_by.get(key)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._parked_by[key]
+
+    def _candidates(self, event: ClusterEvent) -> set[str]:
+        """Parked pods that a plugin registered for ``event`` rejected, plus those nobody rejected."""
+        if event.resource == Resource.WILDCARD:
+            return set(self._parked)
+        ck = (event.resource, event.action)
+        interested = self._event_plugins.get(ck)
+        if interested is None:
+            interested = frozenset((profile, name) for profile, plugins in self.hints.items()
+                                   for name, cehs in plugins.items()
+                                   if any(ceh.event.matches(event) for ceh in cehs))
+            self._event_plugins[ck] = interested
+        out = set(self._parked_any)
+        for key in interested:
+            members = self._parked_by.get(key)
+            if members:
+                out |= members
+        return out
 
     def _push_active(self, qi: QueuedPodInfo) -> None:
         token = next(self._counter)
@@ -313,7 +360,7 @@ class SchedulingQueue:
         """A cluster event: move the unschedulable and gated pods it may help. Returns how many moved."""
         self.record(event, old, new)
         moved = 0
-        for uid in list(self._parked):
+        for uid in self._candidates(event):
             qi = self.infos[uid]
             strategy = self._strategy(qi, event, old, new)
             if strategy != QUEUE_SKIP:

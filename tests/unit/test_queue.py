@@ -680,3 +680,19 @@ class QueueMachine(RuleBasedStateMachine):
 QueueMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 test_every_pod_is_in_exactly_one_place = QueueMachine.TestCase
+
+
+async def test_an_event_visits_only_parked_pods_whose_rejecting_plugin_registered_for_it() -> None:
+    # thousands of gated or unschedulable pods must not be rescanned on every bind: the queue indexes
+    # parked pods by rejecting plugin and an event reaches only the interested ones (and the unblamed)
+    q = make_queue()
+    for uid, plugins in (("node", ("TestNodePlugin",)), ("assigned", ("TestAssignedPlugin",)), ("nobody", ())):
+        q.add(pod(uid), PROFILE)
+        await fail(q, uid, plugins)
+    assigned_add = ev(Resource.ASSIGNED_POD, A.ADD)
+    assert q._candidates(assigned_add) == {"assigned", "nobody"}
+    assert q._candidates(ev(Resource.NODE, A.ADD)) == {"node", "nobody"}
+    assert q.on_event(assigned_add) == 2
+    assert q.counts()["unschedulable"] == 1 and q.where["node"] == "unschedulable"
+    q.delete("node")
+    assert q._candidates(ev(Resource.NODE, A.ADD)) == set()
