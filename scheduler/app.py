@@ -16,13 +16,16 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any
 
-from scheduler.apiclient import from_kubeconfig
+from scheduler.apiclient import NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
+from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.observe import EventRecorder, Metrics, serve_health
 from scheduler.scheduler import Scheduler
 
 log = logging.getLogger("tandem.app")
+
+PODGROUPS_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
 
 
 class App:
@@ -73,20 +76,41 @@ class App:
         classes = Informer(self.client, "/apis/scheduling.k8s.io/v1/priorityclasses", name="priorityclasses",
                            on_add=sched.on_priority_class_add, on_update=sched.on_priority_class_update,
                            on_delete=sched.on_priority_class_delete)
-        self.informers = [nodes, classes, pods]
+        self.informers = [nodes, classes]
+        if await self._serves(PODGROUPS_GROUP_VERSION):
+            self.informers.append(Informer(
+                self.client, f"/apis/{PODGROUPS_GROUP_VERSION}/podgroups", name="podgroups",
+                on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
+                on_delete=sched.on_pod_group_delete))
+        else:
+            log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",
+                        PODGROUPS_GROUP_VERSION)
+        self.informers.append(pods)
         for inf in self.informers:
             inf.start()
             stack.push_async_callback(inf.stop)
-        # nodes and classes first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
-        await nodes.synced.wait()
-        await classes.synced.wait()
-        await pods.synced.wait()
+        # everything else first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
+        for inf in self.informers:
+            await inf.synced.wait()
         if self.health_port is not None:
             await stack.enter_async_context(
                 serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
+        for fw in sched.frameworks.values():
+            for plugin in fw.plugins.values():
+                if isinstance(plugin, BackgroundPlugin):
+                    task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
+                    stack.push_async_callback(_cancel, task)
         self._loop_task = asyncio.create_task(sched.run(), name="tandem-scheduling-loop")
         stack.push_async_callback(self._stop_loop)
         log.info("scheduling for %s", ", ".join(p.scheduler_name for p in self.config.profiles))
+
+    async def _serves(self, group_version: str) -> bool:
+        """Is ``group_version`` (e.g. a CRD's) served? Discovery answers 404 when it is not."""
+        try:
+            await self.client.get(f"/apis/{group_version}")
+            return True
+        except NotFound:
+            return False
 
     async def _stop_loop(self) -> None:
         assert self.scheduler is not None and self._loop_task is not None
@@ -102,3 +126,13 @@ class App:
         """Until the scheduling loop ends (it ends only on stop or a bug)."""
         if self._loop_task is not None:
             await self._loop_task
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        log.exception("%s ended with an error", task.get_name())

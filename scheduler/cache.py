@@ -291,6 +291,7 @@ class Cache:
         self.nodes = NodeTable()
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
+        self.by_group: dict[str, dict[str, str]] = {}     # "ns/podgroup" -> uid -> node, bound or assumed members
 
     # ------------------------------------------------------------------ nodes
 
@@ -319,11 +320,20 @@ class Cache:
         self.nodes.charge(row, pod, 1)
         self.pods[pod.uid] = PodState(pod, node, assumed)
         self.by_node.setdefault(node, {})[pod.uid] = pod
+        if pod.pod_group:
+            self.by_group.setdefault(f"{pod.namespace}/{pod.pod_group}", {})[pod.uid] = node
 
     def _discharge(self, uid: str) -> PodState | None:
         st = self.pods.pop(uid, None)
         if st is None:
             return None
+        if st.pod.pod_group:
+            key = f"{st.pod.namespace}/{st.pod.pod_group}"
+            members = self.by_group.get(key)
+            if members is not None:
+                members.pop(uid, None)
+                if not members:
+                    del self.by_group[key]
         row = self.nodes.row(st.node)
         if row is not None:
             self.nodes.charge(row, st.pod, -1)
@@ -375,6 +385,10 @@ class Cache:
 
     def pods_on(self, node: str) -> Iterator[Pod]:
         return iter(self.by_node.get(node, {}).values())
+
+    def group_members(self, key: str) -> dict[str, str]:
+        """Members of PodGroup ``key`` ("ns/name") on a node, bound or assumed: uid -> node."""
+        return self.by_group.get(key, {})
 
     def where(self, uid: str) -> str | None:
         st = self.pods.get(uid)

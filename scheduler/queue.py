@@ -60,6 +60,7 @@ class QueuedPodInfo:
     gated_by: str = ""
     last_failure: float = 0.0             # when the last attempt failed (backoff counts from here)
     in_flight_from: int = 0               # sequence number of the first event recorded after pop
+    released: bool = False                # its reservation was already given back (a rejected waiting pod)
 
     @property
     def uid(self) -> str:
@@ -94,6 +95,7 @@ class SchedulingQueue:
         self._parked_any: set[str] = set()             # parked with no plugin to blame: any event may help
         self._parked_keys: dict[str, tuple[tuple[str, str], ...]] = {}
         self._event_plugins: dict[tuple[str, int], frozenset[tuple[str, str]]] = {}
+        self._groups: dict[str, set[str]] = {}         # "ns/podgroup" -> uids the queue holds
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []   # recorded while pods are in flight
@@ -223,6 +225,8 @@ class SchedulingQueue:
             return
         qi = QueuedPodInfo(pod, profile, self.clock())
         self.infos[pod.uid] = qi
+        if pod.pod_group:
+            self._groups.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
         self._enqueue(qi)
 
     def update(self, pod: "Pod") -> None:
@@ -242,7 +246,14 @@ class SchedulingQueue:
         self.record(ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"), old, pod)
 
     def delete(self, uid: str) -> None:
-        self.infos.pop(uid, None)
+        qi = self.infos.pop(uid, None)
+        if qi is not None and qi.pod.pod_group:
+            key = f"{qi.pod.namespace}/{qi.pod.pod_group}"
+            members = self._groups.get(key)
+            if members is not None:
+                members.discard(uid)
+                if not members:
+                    del self._groups[key]
         self._set_where(uid, None)
         self._active_tokens.pop(uid, None)
         self._backoff_tokens.pop(uid, None)
@@ -266,6 +277,7 @@ class SchedulingQueue:
                 # the plugins that rejected the last attempt are cleared for the next (upstream activeQueue.pop)
                 qi.unschedulable_plugins = set()
                 qi.pending_plugins = set()
+                qi.released = False
                 qi.gated_by = ""
                 qi.attempts += 1
                 if not qi.initial_attempt:
@@ -288,6 +300,34 @@ class SchedulingQueue:
                 continue
             del self._backoff_tokens[uid]
             self._push_active(self.infos[uid])
+
+    def take_group(self, key: str, profile: str) -> list[QueuedPodInfo]:
+        """Take the pending members of gang ``key`` out of activeQ, backoffQ and unschedulable, as pop would.
+
+        Gated members stay (they have not passed PreEnqueue); members in flight are already taken.
+        """
+        out = []
+        now = self.clock()
+        for uid in list(self._groups.get(key, ())):
+            qi = self.infos.get(uid)
+            if qi is None or qi.profile != profile or self.where.get(uid) not in ("active", "backoff", "unschedulable"):
+                continue
+            self._active_tokens.pop(uid, None)
+            self._backoff_tokens.pop(uid, None)
+            self._set_where(uid, "inflight")
+            qi.in_flight_from = self._event_seq + 1
+            qi.attempts += 1
+            qi.unschedulable_plugins = set()
+            qi.pending_plugins = set()
+            qi.released = False
+            if not qi.initial_attempt:
+                qi.initial_attempt = now
+            out.append(qi)
+        return out
+
+    def group_size(self, key: str) -> int:
+        """Members of gang ``key`` the queue holds, in any state."""
+        return len(self._groups.get(key, ()))
 
     def flush_unschedulable_leftover(self) -> int:
         """Move pods unschedulable for longer than max_unschedulable back (run periodically)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import random
 import time
@@ -79,9 +80,15 @@ class Scheduler:
                 hints[name].setdefault(plugin, []).append(ceh)
         self.queue = SchedulingQueue(first.sort_key, self._pre_enqueue, hints,
                                      config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
+        self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
+        self.pod_groups: dict[str, dict[str, Any]] = {}   # "ns/name" -> PodGroup
+        self.group_pods: dict[str, set[str]] = {}          # "ns/podgroup" -> uids of pods naming it
+        for fw in self.frameworks.values():
+            h = fw.handle
+            h.pods, h.pod_groups, h.group_pods = self.pods, self.pod_groups, self.group_pods
+            h.activate, h.queued_group_size = self.queue.activate, self.queue.group_size
         self.rng = random.Random(seed)
         self.next_start = 0
-        self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)
         self.priority_classes: set[str] | None = None
         self._conditions: dict[str, tuple[str, str]] = {}   # uid -> PodScheduled=False (reason, message) we set last
@@ -109,8 +116,20 @@ class Scheduler:
 
     # ------------------------------------------------------------------ informer handlers (pods)
 
+    def _index_group(self, old: Pod | None, pod: Pod | None) -> None:
+        if old is not None and old.pod_group and (pod is None or pod.pod_group != old.pod_group):
+            key = f"{old.namespace}/{old.pod_group}"
+            members = self.group_pods.get(key)
+            if members is not None:
+                members.discard(old.uid)
+                if not members:
+                    del self.group_pods[key]
+        if pod is not None and pod.pod_group:
+            self.group_pods.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
+
     def on_pod_add(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
+        self._index_group(self.pods.get(pod.uid), pod)
         self.pods[pod.uid] = pod
         if pod.node_name:
             self._conditions.pop(pod.uid, None)
@@ -124,6 +143,7 @@ class Scheduler:
     def on_pod_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.get(pod.uid)
+        self._index_group(old, pod)
         self.pods[pod.uid] = pod
         if pod.node_name:
             self._conditions.pop(pod.uid, None)
@@ -156,6 +176,7 @@ class Scheduler:
     def on_pod_delete(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.pop(pod.uid, pod)
+        self._index_group(old, None)
         self._conditions.pop(pod.uid, None)
         self._forget_unbound(pod)
         if self.cache.where(pod.uid) is not None:
@@ -208,6 +229,25 @@ class Scheduler:
                     f"and spec.priority is not set")
         return ""
 
+    # ------------------------------------------------------------------ informer handlers (podgroups)
+
+    def on_pod_group_add(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups[key] = obj
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, obj)
+
+    def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.pod_groups[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = obj
+        if (old_obj.get("spec") or {}) != (obj.get("spec") or {}):
+            self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old_obj, obj)
+
+    def on_pod_group_delete(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self.pod_groups.pop(f"{meta.get('namespace', '')}/{meta.get('name', '')}", None)
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), obj, None)
+
     # ------------------------------------------------------------------ informer handlers (nodes)
 
     def on_node_add(self, obj: dict[str, Any]) -> None:
@@ -236,20 +276,47 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the scheduling cycle
 
-    def schedule_one(self, qi: QueuedPodInfo) -> None:
-        """One scheduling cycle. Synchronous: the cache cannot change under it."""
+    def schedule_next(self, qi: QueuedPodInfo) -> None:
+        """Schedule a popped pod: alone, or with the rest of its gang in one uninterrupted group cycle."""
+        fw = self.frameworks[qi.profile]
+        key = fw.gang.gang_key(qi.pod) if fw.gang is not None else None
+        if not key:
+            self.schedule_one(qi)
+            return
+        members = [qi] + self.queue.take_group(key, qi.profile)
+        members.sort(key=fw.sort_key)
+        for i, member in enumerate(members):
+            failed = self.schedule_one(member)
+            if failed is None:
+                continue
+            # one member cannot be placed: the gang cannot be whole now. The plugin rejects the
+            # members waiting at Permit (their room is released synchronously, see _release) and the
+            # members not tried yet go back to the queue with the gang's reason.
+            msg = fw.gang.gang_failed(member.pod, failed)
+            for rest in members[i + 1:]:
+                rest.unschedulable_plugins = {fw.gang.NAME}
+                self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=fw.gang.NAME), reason="Unschedulable",
+                           message=msg)
+            return
+
+    def schedule_one(self, qi: QueuedPodInfo) -> Status | None:
+        """One scheduling cycle. Synchronous: the cache cannot change under it.
+
+        Returns None when the pod left the cycle for binding (or needs no scheduling any more), else
+        the status it failed with (it is already requeued and reported).
+        """
         t0 = time.perf_counter()
         pod = qi.pod
         fw = self.frameworks[qi.profile]
         latest = self.pods.get(pod.uid)
         if latest is None or latest.node_name or latest.deleting:
             self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
-            return
+            return None
         problem = self._pod_problem(pod)
         if problem:
-            self._fail(fw, qi, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}"),
-                       reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
-            return
+            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
+            self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
+            return st
         state = CycleState()
         rows, st, diag = fw.run_pre_filter(state, pod)
         feasible = rows
@@ -257,21 +324,22 @@ class Scheduler:
             feasible, st = fw.run_filter(state, pod, rows, diag)
         if st.code == Code.ERROR:
             self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
-            return
+            return st
         diag.num_all_nodes = len(self.cache.nodes)
         if len(feasible) == 0:
             if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
                 result, pst = fw.run_post_filter(state, pod, diag)
                 if pst.code == Code.ERROR:
                     self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
-                    return
+                    return pst
                 if pst.reasons and not pst.is_success():
                     diag.post_filter_msg = pst.message()
             qi.unschedulable_plugins = diag.unschedulable_plugins
             code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
-            self._fail(fw, qi, Status(code, diag.message()), reason="Unschedulable", message=diag.message())
+            st = Status(code, diag.message())
+            self._fail(fw, qi, st, reason="Unschedulable", message=diag.message())
             self._record_cycle(t0, "unschedulable", fw)
-            return
+            return st
         feasible = self._sample(fw, feasible)
         if len(feasible) == 1:
             row = int(feasible[0])
@@ -279,29 +347,46 @@ class Scheduler:
             total, st = fw.run_score(state, pod, feasible)
             if not st.is_success():
                 self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
-                return
+                return st
             best = np.flatnonzero(total == total.max())
             row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
         node = self.cache.nodes.names[row]
         self.cache.assume(pod, node)
+        qi.released = False
         st = fw.run_reserve(state, pod, node)
         if not st.is_success():
-            fw.run_unreserve(state, pod, node)
-            self.cache.forget(pod)
+            self._release(fw, state, qi, node)
             self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
                        message=st.message())
-            return
+            return st
         st = fw.run_permit(state, pod, node)
         if not st.is_success() and not st.is_wait():
-            fw.run_unreserve(state, pod, node)
-            self.cache.forget(pod)
+            self._release(fw, state, qi, node)
             if st.plugin:
                 qi.unschedulable_plugins = {st.plugin}
             self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
                        message=st.message())
-            return
+            return st
+        if st.is_wait():
+            wp = fw.get_waiting_pod(pod.uid)
+            if wp is not None:
+                wp.on_reject = functools.partial(self._release, fw, state, qi, node)
         self._record_cycle(t0, "scheduled", fw)
         self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
+        return None
+
+    def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
+        """Give back what an assumed pod holds: Unreserve, forget, and tell the queue the room is free. Once."""
+        if qi.released:
+            return
+        qi.released = True
+        pod = qi.pod
+        fw.run_unreserve(state, pod, node)
+        self.cache.forget(pod)
+        # pods it blocked may fit now. The event carries the pod as assumed, on its node (upstream passes
+        # assumedPod): hints such as NodeResourcesFit's ignore the delete of a pod that held no node.
+        assumed = dataclasses.replace(pod, node_name=node)
+        self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), assumed, None)
 
     def _sample(self, fw: Framework, feasible: np.ndarray) -> np.ndarray:
         """percentageOfNodesToScore: keep the nodes upstream would have found, in its round-robin order."""
@@ -341,19 +426,12 @@ class Scheduler:
         if st.is_success():
             st = await fw.run_bind(state, pod, node)
         if not st.is_success():
-            fw.run_unreserve(state, pod, node)
-            self.cache.forget(pod)
+            self._release(fw, state, qi, node)  # a no-op when a rejection already released it
             if st.is_rejected() and st.plugin:
                 qi.unschedulable_plugins = {st.plugin}
             reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
             msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
             self._fail(fw, qi, st, reason=reason, message=msg)
-            # the room this pod held is free again: pods it blocked may fit now. The event carries the
-            # pod as assumed, on its node (upstream passes assumedPod): hints such as NodeResourcesFit's
-            # ignore the delete of a pod that held no node.
-            assumed = dataclasses.replace(pod, node_name=node)
-            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"),
-                                assumed, None)
             return
         self.scheduled += 1
         self.queue.done(pod.uid)
@@ -431,7 +509,7 @@ class Scheduler:
             if qi is None:
                 break
             try:
-                self.schedule_one(qi)
+                self.schedule_next(qi)
             except Exception:  # a bug in the cycle: the pod goes back, the scheduler goes on
                 log.exception("scheduling cycle for %s failed", qi.pod.key)
                 self.cache.forget(qi.pod)

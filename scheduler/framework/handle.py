@@ -25,6 +25,12 @@ class Handle:
         self.events = events              # scheduler.observe.EventRecorder
         self.clock = clock
         self.framework: Any = None        # set by the framework that owns this handle
+        # set by the scheduler (shared across profiles; read-only for plugins):
+        self.pods: dict[str, Any] = {}               # uid -> latest scheduler.model.Pod the informer saw
+        self.pod_groups: dict[str, dict] = {}        # "ns/name" -> PodGroup object as the API returned it
+        self.group_pods: dict[str, set[str]] = {}    # "ns/podgroup" -> uids of the pods that name it
+        self.activate: Callable[[list[str]], None] = lambda uids: None   # move pods to activeQ now
+        self.queued_group_size: Callable[[str], int] = lambda key: 0
 
     @property
     def nodes(self) -> "NodeTable":

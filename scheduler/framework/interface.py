@@ -236,6 +236,37 @@ class PostBindPlugin(Plugin, Protocol):
     def post_bind(self, state: "CycleState", pod: "Pod", node_name: str) -> None: ...
 
 
+@runtime_checkable
+class GangPlugin(Plugin, Protocol):
+    """tandem's group cycle: pods of one gang are scheduled back to back, nothing in between.
+
+    When a popped pod has a gang key, the scheduler takes that gang's other
+    pending members out of the queue and runs their cycles consecutively.
+    The cycle is synchronous, so no other pod can take room in between, and
+    a member that fails makes the plugin reject its waiting siblings, which
+    frees their reservations at once: two gangs never hold partial
+    reservations at the same time (no deadlock, no hoarding). Upstream's
+    workload-aware scheduling (KEP-4671) moves the same way.
+    """
+
+    def gang_key(self, pod: "Pod") -> str | None:
+        """The pod's gang ("namespace/podgroup"), or None for a pod scheduled alone."""
+        ...
+
+    def gang_failed(self, pod: "Pod", status: Status) -> str:
+        """A member's cycle failed: reject the waiting siblings; returns the message the members still in
+        the queue get (FailedScheduling)."""
+        ...
+
+
+@runtime_checkable
+class BackgroundPlugin(Plugin, Protocol):
+    """A plugin with work of its own off the cycle (timeouts, controllers): the App runs ``run()`` as a task
+    for the scheduler's lifetime and cancels it at shutdown. It must catch and log its own errors."""
+
+    async def run(self) -> None: ...
+
+
 EXTENSION_POINTS: dict[str, type] = {
     "preEnqueue": PreEnqueuePlugin,
     "queueSort": QueueSortPlugin,

@@ -89,6 +89,9 @@ class WaitingPod:
     future: asyncio.Future[Status]
     # plugin -> its timeout timer; a plugin that allows stops only its own timer (upstream waitingPod)
     timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    # run synchronously at rejection: the scheduler unreserves and forgets the pod right there, so a
+    # rejected gang frees its room before the next cycle, not when the binding task next runs
+    on_reject: Any = None
 
     def allow(self, plugin: str) -> None:
         self.pending.pop(plugin, None)
@@ -102,6 +105,8 @@ class WaitingPod:
         self.cancel_timers()
         if not self.future.done():
             self.future.set_result(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
+            if self.on_reject is not None:
+                self.on_reject()
 
     def cancel_timers(self) -> None:
         for timer in self.timers.values():
@@ -180,6 +185,8 @@ class Framework:
         # runtime Protocol checks are slow: decide once which score plugins normalize
         self._normalizes = {p.NAME for p in self.score_plugins if isinstance(p, fi.ScoreNormalizer)}
         self.waiting: dict[str, WaitingPod] = {}
+        # the plugin that groups pods into gangs (tandem's group cycle), if the profile has one
+        self.gang = next((p for p in self.plugins.values() if isinstance(p, fi.GangPlugin)), None)
 
     # ------------------------------------------------------------------ queueing
 
