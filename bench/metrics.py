@@ -528,6 +528,7 @@ class RunMetrics:
     rss_peak: int | None = None                     # bytes
     cpu_seconds: float | None = None
     overall: float | None = None                    # bound / (last bind - first collecting start); unsampled
+    gangs: list[float] = field(default_factory=list)  # per complete gang: last member created -> last bound, s
 
     def throughput_avg(self, sampled: bool | None = None) -> float | None:
         """The headline throughput: SchedulingThroughput's Average, else the overall rate.
@@ -543,6 +544,25 @@ class RunMetrics:
     def data_items(self, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
         return data_items(self.workload, self.scheduler, throughput=self.throughput, e2e=self.e2e,
                           attempt=self.attempt, labels=labels)
+
+
+def gang_latencies(recorder: Recorder) -> list[float]:
+    """Per measured gang whose members were all bound: last member created -> last member bound (seconds).
+
+    The gang's own promise: once its last member exists, how long until all of it has a node.
+    """
+    created: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    unbound: set[str] = set()
+    for p in recorder.measured():
+        if not p.group:
+            continue
+        created[p.group] = max(created.get(p.group, p.created), p.created)
+        if p.bound is None:
+            unbound.add(p.group)
+        else:
+            bound[p.group] = max(bound.get(p.group, p.bound), p.bound)
+    return [max(0.0, bound[g] - created[g]) for g in created if g in bound and g not in unbound]
 
 
 def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mapping[str, Histogram] | None = None,
@@ -574,7 +594,7 @@ def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mappi
         series.extend((offset + t, r) for t, r in throughput_series(bound_times, start, end, interval))
     m = RunMetrics(workload=workload, scheduler=scheduler, throughput=samples, series=series,
                    e2e=e2e_latencies(recorder), attempt=dict(attempt or {}), measured=len(measured),
-                   bound=len(bound_times), window_seconds=seconds)
+                   bound=len(bound_times), window_seconds=seconds, gangs=gang_latencies(recorder))
     if bound_times and windows and last_bound is not None and last_bound > windows[0][0]:
         m.overall = len(bound_times) / (last_bound - windows[0][0])
     if sampler is not None:

@@ -19,6 +19,7 @@ class PodTimes:
     bound: float | None = None
     node: str = ""
     measured: bool = True     # created while collecting metrics
+    group: str = ""           # "ns/podgroup" for gang members
 
 
 @dataclass
@@ -39,8 +40,8 @@ class Recorder:
         if self.collecting:
             self.windows[-1] = (self.windows[-1][0], t)
 
-    def created(self, key: str, t: float, measured: bool | None = None) -> None:
-        self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured)
+    def created(self, key: str, t: float, measured: bool | None = None, group: str = "") -> None:
+        self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured, group=group)
 
     def bound(self, key: str, t: float, node: str) -> None:
         p = self.pods.get(key)

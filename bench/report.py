@@ -101,6 +101,8 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "throughput_series": [list(p) for p in m.series],
         "attempt_latency": attempt,
         "e2e_latency_seconds": summarize(m.e2e),
+        "gang_latency_seconds": {**summarize(m.gangs), "Max": max(m.gangs)} if m.gangs else {},
+        "gangs_complete": len(m.gangs),
         "rss_peak_bytes": m.rss_peak,
         "cpu_seconds": m.cpu_seconds,
     }
@@ -211,6 +213,10 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         lines.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (created to bound)")
     else:
         lines.append("  e2e          - (no measured pod was bound)")
+    if m.gangs:
+        g = summarize(m.gangs)
+        lines.append(f"  gangs        {len(m.gangs)} complete; last member created to gang bound: p50 {_ms(g['Perc50'])}"
+                     f"  p99 {_ms(g['Perc99'])}  max {_ms(max(m.gangs))}")
     if m.rss_peak is not None or m.cpu_seconds is not None:
         rss = "-" if m.rss_peak is None else f"{m.rss_peak / MiB:.1f} MiB"
         lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s")

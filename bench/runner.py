@@ -445,7 +445,9 @@ class _Run:
             nonlocal created
             name, labels = pods[i]
             body = make(name, labels)
-            recorder.created(keys[i], time.time(), measured)  # before the request: the watch may answer first
+            group = labels.get(POD_GROUP_LABEL, "")
+            recorder.created(keys[i], time.time(), measured,  # before the request: the watch may answer first
+                             f"{namespace}/{group}" if group else "")
             await self._create(path, body)
             self.pods.pods[keys[i]].created = True
             created += 1

@@ -414,3 +414,20 @@ async def metrics_server():
     finally:
         await runner.cleanup()
 
+
+
+def test_gang_latency_runs_from_the_last_member_created_to_the_last_member_bound() -> None:
+    from bench.metrics import gang_latencies
+    from bench.record import Recorder
+
+    r = Recorder()
+    r.start_collecting(0.0)
+    for i, (created, bound) in enumerate([(1.0, 4.0), (2.0, 3.0), (3.0, 5.5)]):
+        r.created(f"ns/a-{i}", created, group="ns/a")
+        r.bound(f"ns/a-{i}", bound, "n")
+    r.created("ns/b-0", 1.0, group="ns/b")       # gang b never completes: left out
+    r.bound("ns/b-0", 2.0, "n")
+    r.created("ns/b-1", 1.0, group="ns/b")
+    r.created("ns/solo", 1.0)                     # not a gang member
+    r.bound("ns/solo", 9.0, "n")
+    assert gang_latencies(r) == [2.5]
