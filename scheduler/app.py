@@ -4,9 +4,10 @@
         ...   # app.scheduler schedules until the block exits
 
 Startup and cleanup are in one place (STYLE.md: aiohttp's cleanup_ctx):
-the API client, the node, priority class and pod informers, the event recorder, the
-health/metrics server and the scheduling loop start in order and stop in
-reverse; shutdown stops popping pods, then drains in-flight binds.
+the API client, the node, priority class, PodGroup and pod informers, the event
+recorder, the health/metrics server, plugins' background tasks, the PodGroup
+status controller and the scheduling loop start in order and stop in reverse;
+shutdown stops popping pods, then drains in-flight binds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.observe import EventRecorder, Metrics, serve_health
+from scheduler.podgroups import PodGroupController
 from scheduler.scheduler import Scheduler
 
 log = logging.getLogger("tandem.app")
@@ -41,6 +43,7 @@ class App:
         self._stack = AsyncExitStack()
         self._loop_task: asyncio.Task[None] | None = None
         self.informers: list[Informer] = []
+        self.pod_group_controller: PodGroupController | None = None   # PodGroup status, when the CRD is served
 
     async def __aenter__(self) -> "App":
         try:
@@ -82,6 +85,9 @@ class App:
                 self.client, f"/apis/{PODGROUPS_GROUP_VERSION}/podgroups", name="podgroups",
                 on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
                 on_delete=sched.on_pod_group_delete))
+            # listening before the informers start: their initial lists mark every group dirty
+            self.pod_group_controller = PodGroupController(sched, self.client, events)
+            sched.group_listeners.append(self.pod_group_controller.on_pod_change)
         else:
             log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",
                         PODGROUPS_GROUP_VERSION)
@@ -100,6 +106,9 @@ class App:
                 if isinstance(plugin, BackgroundPlugin):
                     task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
                     stack.push_async_callback(_cancel, task)
+        if self.pod_group_controller is not None:
+            task = asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status")
+            stack.push_async_callback(_cancel, task)
         self._loop_task = asyncio.create_task(sched.run(), name="tandem-scheduling-loop")
         stack.push_async_callback(self._stop_loop)
         log.info("scheduling for %s", ", ".join(p.scheduler_name for p in self.config.profiles))

@@ -37,6 +37,11 @@ INT64_MAX = 2**63 - 1
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# PodGroup status.conditions (tandem's addition to scheduler-plugins' schema): GangReadiness writes the PodsReady
+# condition, and the PodGroup status controller keeps the phase Failed once its reason says the requeuing limit
+# was hit (Kueue's names for both)
+POD_GROUP_PODS_READY = "PodsReady"
+POD_GROUP_REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
 
 
 class QuantityError(ValueError):

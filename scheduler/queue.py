@@ -423,6 +423,8 @@ class SchedulingQueue:
 
     def _strategy(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> int:
         """upstream's isPodWorthRequeuing: skip, after backoff, or (a Pending plugin says Queue) immediately."""
+        if _own_gang_release(qi, event, old):
+            return QUEUE_SKIP
         plugins = qi.unschedulable_plugins | qi.pending_plugins
         if not plugins:
             return QUEUE_AFTER_BACKOFF  # rejected with no plugin to blame: any event may help
@@ -456,6 +458,18 @@ class SchedulingQueue:
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()
+
+
+def _own_gang_release(qi: QueuedPodInfo, event: ClusterEvent, old: Any) -> bool:
+    """Room freed by the pod's own gang giving up its reservations cannot help that gang.
+
+    Upstream never requeues an assumed pod for its own release; a gang releases all its members at
+    once, so each member would otherwise be requeued by its siblings' releases and a gang that cannot
+    fit would retry itself at every backoff step, forever, with nothing changed in the cluster.
+    """
+    pod = qi.pod
+    return (bool(pod.pod_group) and event.resource == Resource.ASSIGNED_POD and event.action == ActionType.DELETE
+            and getattr(old, "pod_group", "") == pod.pod_group and getattr(old, "namespace", "") == pod.namespace)
 
 
 def _may_help(old: "Pod", new: "Pod") -> bool:

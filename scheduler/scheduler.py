@@ -23,7 +23,7 @@ import functools
 import logging
 import random
 import time
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 import numpy as np
 
@@ -83,6 +83,9 @@ class Scheduler:
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         self.pod_groups: dict[str, dict[str, Any]] = {}   # "ns/name" -> PodGroup
         self.group_pods: dict[str, set[str]] = {}          # "ns/podgroup" -> uids of pods naming it
+        # called with "ns/podgroup" when a member pod or the PodGroup itself changes (the PodGroup status
+        # controller marks the group dirty; a call must be O(1) and must not raise)
+        self.group_listeners: list[Callable[[str], None]] = []
         for fw in self.frameworks.values():
             h = fw.handle
             h.pods, h.pod_groups, h.group_pods = self.pods, self.pod_groups, self.group_pods
@@ -127,10 +130,22 @@ class Scheduler:
         if pod is not None and pod.pod_group:
             self.group_pods.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
 
+    def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
+        for p in (old, pod):
+            if p is not None and p.pod_group:
+                key = f"{p.namespace}/{p.pod_group}"
+                for fn in self.group_listeners:
+                    fn(key)
+                if old is not None and pod is not None and old.pod_group == pod.pod_group:
+                    return  # same group: once is enough
+
     def on_pod_add(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
-        self._index_group(self.pods.get(pod.uid), pod)
+        old = self.pods.get(pod.uid)
+        self._index_group(old, pod)
         self.pods[pod.uid] = pod
+        if self.group_listeners:
+            self._group_changed(old, pod)
         if pod.node_name:
             self._conditions.pop(pod.uid, None)
             if not pod.terminal:
@@ -145,6 +160,8 @@ class Scheduler:
         old = self.pods.get(pod.uid)
         self._index_group(old, pod)
         self.pods[pod.uid] = pod
+        if self.group_listeners:
+            self._group_changed(old, pod)
         if pod.node_name:
             self._conditions.pop(pod.uid, None)
             if pod.terminal:
@@ -177,6 +194,8 @@ class Scheduler:
         pod = parse_pod(obj)
         old = self.pods.pop(pod.uid, pod)
         self._index_group(old, None)
+        if self.group_listeners:
+            self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
         self._forget_unbound(pod)
         if self.cache.where(pod.uid) is not None:
@@ -231,21 +250,30 @@ class Scheduler:
 
     # ------------------------------------------------------------------ informer handlers (podgroups)
 
+    def _pod_group_changed(self, key: str) -> None:
+        for fn in self.group_listeners:
+            fn(key)
+
     def on_pod_group_add(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         self.pod_groups[key] = obj
+        self._pod_group_changed(key)
         self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, obj)
 
     def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        self.pod_groups[f"{meta.get('namespace', '')}/{meta.get('name', '')}"] = obj
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups[key] = obj
+        self._pod_group_changed(key)
         if (old_obj.get("spec") or {}) != (obj.get("spec") or {}):
             self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old_obj, obj)
 
     def on_pod_group_delete(self, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
-        self.pod_groups.pop(f"{meta.get('namespace', '')}/{meta.get('name', '')}", None)
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups.pop(key, None)
+        self._pod_group_changed(key)
         self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), obj, None)
 
     # ------------------------------------------------------------------ informer handlers (nodes)
@@ -284,15 +312,20 @@ class Scheduler:
             self.schedule_one(qi)
             return
         members = [qi] + self.queue.take_group(key, qi.profile)
-        members.sort(key=fw.sort_key)
+        # largest first (first-fit decreasing): a small member placed first must not take the only node a
+        # big one fits on, since a gang that fails is not retried until the cluster changes
+        members.sort(key=lambda m: (-m.pod.priority, -m.pod.requests.get("cpu", 0),
+                                    -m.pod.requests.get("memory", 0), m.timestamp))
         for i, member in enumerate(members):
             failed = self.schedule_one(member)
             if failed is None:
                 continue
-            # one member cannot be placed: the gang cannot be whole now. The plugin rejects the
+            # one member cannot be placed. If the gang cannot be whole now, the plugin rejects the
             # members waiting at Permit (their room is released synchronously, see _release) and the
             # members not tried yet go back to the queue with the gang's reason.
             msg = fw.gang.gang_failed(member.pod, failed)
+            if not msg:
+                continue  # the gang can still be whole (quorum reached, or enough members left to try)
             for rest in members[i + 1:]:
                 rest.unschedulable_plugins = {fw.gang.NAME}
                 self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=fw.gang.NAME), reason="Unschedulable",
@@ -523,6 +556,11 @@ class Scheduler:
         """Stop popping; let in-flight binds finish (bounded)."""
         self._stopping = True
         self.queue.close()
+        # pods held at Permit (a gang waiting for its quorum) would keep the drain waiting for their whole
+        # hold, up to 15 minutes; they are not bound, so the next instance schedules them again
+        for fw in self.frameworks.values():
+            for wp in fw.iterate_waiting_pods():
+                wp.reject("", "the scheduler is shutting down")
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=drain_timeout)
 

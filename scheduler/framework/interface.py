@@ -255,7 +255,8 @@ class GangPlugin(Plugin, Protocol):
 
     def gang_failed(self, pod: "Pod", status: Status) -> str:
         """A member's cycle failed: reject the waiting siblings; returns the message the members still in
-        the queue get (FailedScheduling)."""
+        the queue get (FailedScheduling), or "" when the gang can still be whole without this member
+        (quorum reached, or enough untried members left): the group cycle then goes on with the next."""
         ...
 
 

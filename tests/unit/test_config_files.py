@@ -31,7 +31,7 @@ def _strategy(cfg: SchedulerConfig, profile: str) -> str:
 
 def test_every_file_in_config_loads() -> None:
     files = sorted(CONFIG.glob("*.yaml"))
-    assert {f.name for f in files} >= {"default.yaml", "binpack.yaml", "two-profiles.yaml"}
+    assert {f.name for f in files} >= {"default.yaml", "binpack.yaml", "two-profiles.yaml", "gang.yaml"}
     for f in files:
         load_config(str(f))       # raises ConfigError naming the field if a file went bad
 
@@ -88,3 +88,19 @@ def test_benchmark_file_is_the_default_profile_at_scheduler_perf_client_limits()
     assert (bench.client_qps, bench.client_burst) == (5000, 5000)
     assert bench.profiles[0].plugins == default.profiles[0].plugins
     assert bench.profiles[0].weights == default.profiles[0].weights
+
+
+def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_sort() -> None:
+    gang, default = _load("gang.yaml"), load_config(None)
+    (g,), (d,) = gang.profiles, default.profiles
+    assert g.scheduler_name == "tandem-scheduler"
+    assert g.plugins["queueSort"] == ["Coscheduling"]              # a profile has exactly one queue sort
+    for point in ("preEnqueue", "preFilter", "postFilter", "reserve", "permit"):
+        assert "Coscheduling" in g.plugins[point], point
+    # everything else is the default profile, in the default order
+    for point, names in d.plugins.items():
+        assert [n for n in g.plugins[point] if n != "Coscheduling"] == [n for n in names if n != "PrioritySort"], point
+    assert g.weights == d.weights
+    args = g.plugin_args["Coscheduling"]
+    assert (args.permit_waiting_time_seconds, args.pod_group_backoff_seconds) == (60, 0)   # upstream's defaults
+    assert (gang.client_qps, gang.client_burst) == (_load("default.yaml").client_qps, _load("default.yaml").client_burst)

@@ -78,10 +78,33 @@ def test_schema_field_has_the_upstream_type(version: dict[str, Any], part: str, 
     assert {k: schema.get(k) for k in want} == want
 
 
+# tandem's additions (GangReadiness's PodsReady condition and Kueue-style requeueState); upstream's
+# objects never carry them, so scheduler-plugins manifests still apply unchanged
+TANDEM_STATUS_FIELDS = {"conditions", "requeueState"}
+
+
 @pytest.mark.parametrize("part", ["spec", "status"])
-def test_schema_has_no_fields_beyond_upstream(version: dict[str, Any], part: str) -> None:
+def test_schema_has_no_fields_beyond_upstream_and_tandems_own(version: dict[str, Any], part: str) -> None:
     # A typo'd extra field would silently prune the real one on every write.
-    assert set(_props(version, part)) == {f.values[1] for f in FIELDS if f.values[0] == part}
+    extra = TANDEM_STATUS_FIELDS if part == "status" else set()
+    assert set(_props(version, part)) == {f.values[1] for f in FIELDS if f.values[0] == part} | extra
+
+
+def test_conditions_are_metav1_conditions_keyed_by_type(version: dict[str, Any]) -> None:
+    conditions = _props(version, "status")["conditions"]
+    assert conditions["type"] == "array"
+    assert conditions["x-kubernetes-list-type"] == "map"
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    item = conditions["items"]
+    assert set(item["required"]) == {"type", "status", "lastTransitionTime", "reason", "message"}
+    assert item["properties"]["status"]["enum"] == ["True", "False", "Unknown"]
+    assert item["properties"]["lastTransitionTime"] == {"type": "string", "format": "date-time"}
+
+
+def test_requeue_state_has_kueues_fields(version: dict[str, Any]) -> None:
+    props = _props(version, "status")["requeueState"]["properties"]
+    assert {k: props["count"].get(k) for k in INT32} == INT32
+    assert {k: props["requeueAt"].get(k) for k in ("type", "format")} == {"type": "string", "format": "date-time"}
 
 
 def test_min_member_rejects_negative_counts_only(version: dict[str, Any]) -> None:

@@ -103,6 +103,7 @@ def _informer_calls() -> list[Call]:
 # scheduling to come (PodGroups and their status). Leader election's lease has its own test.
 TANDEM_CALLS = _informer_calls() + [
     Call("", "pods", "delete"),
+    Call("", "pods", "create"),   # GangReadiness recreates the bare pods it evicts
     Call("", "pods/binding", "create"),
     Call("", "pods/status", "patch"),
     Call("events.k8s.io", "events", "create"), Call("events.k8s.io", "events", "patch"),

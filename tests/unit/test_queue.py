@@ -696,3 +696,19 @@ async def test_an_event_visits_only_parked_pods_whose_rejecting_plugin_registere
     assert q.counts()["unschedulable"] == 1 and q.where["node"] == "unschedulable"
     q.delete("node")
     assert q._candidates(ev(Resource.NODE, A.ADD)) == set()
+
+
+async def test_a_gang_member_is_not_requeued_by_its_own_gang_releasing_room() -> None:
+    # a gang that cannot fit releases all its members at once; those releases must not requeue the
+    # members themselves, or the gang retries at every backoff step with nothing changed
+    q = make_queue()
+    q.add(dataclasses.replace(pod("a-0"), pod_group="a"), PROFILE)
+    q.add(dataclasses.replace(pod("b-0"), pod_group="b"), PROFILE)
+    await fail(q, "a-0", ("TestAssignedPlugin",))
+    await fail(q, "b-0", ("TestAssignedPlugin",))
+    freed = ev(Resource.ASSIGNED_POD, A.DELETE, "AssignedPodDelete")
+    sibling = dataclasses.replace(pod("a-1"), pod_group="a", node_name="n1")
+    q.hints[PROFILE]["TestAssignedPlugin"] = [ClusterEventWithHint(ev(Resource.ASSIGNED_POD, A.ADD | A.DELETE))]
+    q._event_plugins.clear()
+    assert q.on_event(freed, sibling, None) == 1  # b-0 moves: a-1's room may help gang b
+    assert q.where["a-0"] == "unschedulable" and q.where["b-0"] != "unschedulable"

@@ -1,0 +1,462 @@
+"""PodGroup status: phase, member counts and events, kept current from pod events.
+
+scheduler-plugins runs a separate controller for this (its
+``pkg/controllers/podgroup_controller.go``); tandem keeps it in the
+scheduler process, where the informers already hold every pod and PodGroup,
+so no extra list or watch is needed. :class:`PodGroupController` writes:
+
+* ``status.scheduled`` (members with a node), ``running``, ``succeeded``,
+  ``failed`` (members in those pod phases), counted over the members that
+  are not being deleted;
+* ``status.scheduleStartTime``: when a member was first attempted (popped
+  for a scheduling cycle), written once;
+* ``status.occupiedBy``: the owners of the members, ``namespace/ownerName``
+  sorted and joined with ",", as upstream's ``fillOccupiedObj``;
+* ``status.phase``, by :func:`compute_phase`, in this order:
+
+  ========================  ==================================================
+  phase                     when
+  ========================  ==================================================
+  Failed                    GangReadiness gave up on the gang (its PodsReady
+                            condition says RequeuingLimitExceeded)
+  (kept)                    the phase already is Finished or Failed: final, as
+                            upstream's reconciler stops there
+  Pending                   no members
+  Finished                  succeeded >= minMember
+  Failed                    some member failed and failed + running +
+                            succeeded >= minMember (upstream's rule)
+  Running                   running + succeeded >= minMember
+  Scheduled                 scheduled >= minMember
+  Pending                   fewer members than minMember exist
+  Scheduling                some member has a node or was attempted
+  PreScheduling             minMember members exist, none attempted yet
+  ========================  ==================================================
+
+  Upstream moves between these edge by edge and depends on the scheduler to
+  bump ``scheduled`` (which it stopped doing: scheduler-plugins#446, #578, so
+  groups stay in Scheduling for good). Here the phase is recomputed from the
+  members every time, so it cannot get stuck.
+
+Events on the PodGroup say where the gang stands: Warning ``Unschedulable``
+("5/8 members have a node; waiting for 3: 0/20 nodes are available: 3
+Insufficient cpu.", the part after the colon being the newest
+PodScheduled=False message of a member without a node) whenever that text
+changes, and Normal ``Scheduled`` when the gang gets its minMember-th node.
+
+Cost and debounce. The scheduler calls :meth:`PodGroupController.on_pod_change`
+from its informer handlers for every pod that names a group and for every
+PodGroup event (``Scheduler.group_listeners``): O(1), it only marks the group
+dirty. That is cheaper than diffing ``group_pods`` periodically, which would
+walk every member of every group on every pass even when nothing changed.
+:meth:`PodGroupController.run` recomputes dirty groups and writes a group's
+status at most once per ``interval`` (0.5 s): the first change of a quiet
+group is written at once, later ones are folded into one write at the end
+of the interval. A write is a JSON merge patch of only the fields that
+differ from what the API (or our own last write, until the informer shows
+it) says, on the ``podgroups/status`` subresource. At most
+``MAX_IN_FLIGHT`` writes are under way at once, so that a burst of new
+gangs cannot queue hundreds of status writes ahead of binds in the
+client's QPS limit; groups left dirty meanwhile are written later, with
+whatever changed in between folded in. Groups whose members all
+belong to another scheduler are left alone.
+
+This module never blocks the scheduling loop: recomputing is synchronous
+and bounded by the group's members, API writes run as tasks, and their
+errors are logged and retried with backoff. It never writes
+``status.conditions`` (GangReadiness owns them) and never touches pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from scheduler.model import POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, parse_time
+
+log = logging.getLogger("tandem.podgroups")
+
+GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+API_PREFIX = f"/apis/{GROUP_VERSION}"
+
+# scheduler-plugins' PodGroupPhase values
+PENDING = "Pending"
+PRE_SCHEDULING = "PreScheduling"
+SCHEDULING = "Scheduling"
+SCHEDULED = "Scheduled"
+RUNNING = "Running"
+FINISHED = "Finished"
+FAILED = "Failed"
+FINAL_PHASES = (FINISHED, FAILED)
+
+STATUS_INTERVAL = 0.5          # seconds between two status writes of one group
+MAX_IN_FLIGHT = 16             # status writes under way at once: binds share the client's QPS budget
+MAX_RETRY_FACTOR = 64          # a failing group is retried at most every interval * this
+
+# status fields this controller owns, and the value an absent field means (the Go struct's omitempty)
+_OWNED: dict[str, Any] = {"phase": "", "scheduled": 0, "running": 0, "succeeded": 0, "failed": 0,
+                          "occupiedBy": "", "scheduleStartTime": ""}
+
+
+# ---------------------------------------------------------------------------- the pure part
+
+
+@dataclass(frozen=True, slots=True)
+class GangCounts:
+    """What the members of one PodGroup are doing (members being deleted left out)."""
+
+    members: int = 0
+    scheduled: int = 0            # have a node (any phase)
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    attempted: bool = False       # some member has a node or was popped for a scheduling cycle
+
+
+def count_members(members: Iterable[Pod], attempted: Callable[[Pod], bool] = lambda p: False) -> GangCounts:
+    n = scheduled = running = succeeded = failed = 0
+    tried = False
+    for p in members:
+        n += 1
+        if p.node_name:
+            scheduled += 1
+            tried = True
+        elif not tried and attempted(p):
+            tried = True
+        if p.phase == "Running":
+            running += 1
+        elif p.phase == "Succeeded":
+            succeeded += 1
+        elif p.phase == "Failed":
+            failed += 1
+    return GangCounts(n, scheduled, running, succeeded, failed, tried)
+
+
+def compute_phase(prev: str, min_member: int, c: GangCounts, requeuing_limit_exceeded: bool = False) -> str:
+    """The PodGroup's phase from its members (see the module docstring for the table)."""
+    if requeuing_limit_exceeded:
+        return FAILED
+    if prev in FINAL_PHASES:
+        return prev
+    if c.members == 0:
+        return PENDING
+    need = max(min_member, 1)   # minMember 0 means "no gang constraint": one member is a quorum
+    if c.succeeded >= need:
+        return FINISHED
+    if c.failed and c.failed + c.running + c.succeeded >= need:
+        return FAILED
+    if c.running + c.succeeded >= need:
+        return RUNNING
+    if c.scheduled >= need:
+        return SCHEDULED
+    if c.members < need:
+        return PENDING
+    if c.scheduled or c.attempted:
+        return SCHEDULING
+    return PRE_SCHEDULING
+
+
+def occupied_by(members: Iterable[Pod]) -> str:
+    """Upstream's occupiedBy: "namespace/ownerName" of the members' owners, sorted, comma-joined."""
+    refs = {f"{p.namespace}/{o.name}" for p in members for o in p.owners if o.name}
+    return ",".join(sorted(refs))
+
+
+def pod_condition(pod: Pod, type_: str) -> dict[str, Any] | None:
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type") == type_:
+            return c
+    return None
+
+
+def waiting_message(members: Iterable[Pod]) -> str:
+    """The newest PodScheduled=False message of a member without a node ("" if none has one).
+
+    Newest by lastTransitionTime, then by name, so the text is stable between equal attempts.
+    """
+    best: tuple[float, str] | None = None
+    msg = ""
+    for p in members:
+        if p.node_name:
+            continue
+        c = pod_condition(p, "PodScheduled")
+        if c is None or c.get("status") != "False" or not c.get("message"):
+            continue
+        rank = (parse_time(c.get("lastTransitionTime")), p.name)
+        # newest first; among equals the first name wins (max over (time, -name) without negating strings)
+        if best is None or rank[0] > best[0] or (rank[0] == best[0] and rank[1] < best[1]):
+            best, msg = rank, str(c["message"])
+    return msg
+
+
+def unschedulable_note(scheduled: int, min_member: int, waiting: str) -> str:
+    need = max(min_member, 1)
+    return f"{scheduled}/{need} members have a node; waiting for {need - scheduled}: {waiting}"
+
+
+def scheduled_note(scheduled: int, min_member: int) -> str:
+    return f"{scheduled}/{max(min_member, 1)} members have a node; the gang is complete"
+
+
+def requeuing_limit_exceeded(status: dict[str, Any]) -> bool:
+    """Has GangReadiness failed this group for good (its PodsReady condition says so)?"""
+    for c in status.get("conditions") or ():
+        if (isinstance(c, dict) and c.get("type") == POD_GROUP_PODS_READY
+                and c.get("reason") == POD_GROUP_REQUEUING_LIMIT_EXCEEDED):
+            return True
+    return False
+
+
+def rfc3339(epoch: float) -> str:
+    """metav1.Time: whole seconds, UTC."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def pod_group_reference(pg: dict[str, Any]) -> dict[str, str]:
+    """An ObjectReference for events on a PodGroup (list items may lack kind and apiVersion)."""
+    meta = pg.get("metadata") or {}
+    ref = {"kind": "PodGroup", "apiVersion": GROUP_VERSION, "namespace": meta.get("namespace", ""),
+           "name": meta.get("name", ""), "uid": meta.get("uid", ""),
+           "resourceVersion": meta.get("resourceVersion", "")}
+    return {k: str(v) for k, v in ref.items() if v}
+
+
+def status_path(key: str) -> str:
+    ns, name = key.split("/", 1)
+    return f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}/status"
+
+
+# ---------------------------------------------------------------------------- the controller
+
+
+class PodGroupController:
+    """Keeps every PodGroup's status current; see the module docstring.
+
+    ``scheduler`` is the :class:`scheduler.scheduler.Scheduler` (its pods,
+    pod_groups, group_pods, queue and profile names are read, never
+    written), ``client`` the API client (``patch``), ``events`` the
+    :class:`scheduler.observe.EventRecorder` (or None).
+    """
+
+    def __init__(self, scheduler: Any, client: Any, events: Any = None, *, interval: float = STATUS_INTERVAL,
+                 max_in_flight: int = MAX_IN_FLIGHT, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.scheduler = scheduler
+        self.client = client
+        self.events = events
+        self.interval = interval
+        self.max_in_flight = max_in_flight
+        self.clock = clock
+        self.wall = wall
+        self.dirty: set[str] = set()
+        self._last_write: dict[str, float] = {}       # key -> clock() when its last write started
+        self._failures: dict[str, int] = {}           # key -> writes that failed in a row
+        self._sent: dict[str, dict[str, Any]] = {}    # key -> fields written that the informer may not show yet
+        self._writing: set[str] = set()
+        self._notes: dict[str, str] = {}              # key -> the last Unschedulable note recorded
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake: asyncio.Event | None = None
+        self.writes = 0                               # status patches that succeeded
+
+    # ------------------------------------------------------------------ the producer side (informer handlers)
+
+    def on_pod_change(self, key: str) -> None:
+        """A member pod or the PodGroup ``key`` ("ns/name") changed. O(1); called from informer handlers."""
+        self.dirty.add(key)
+        if self._wake is not None:
+            self._wake.set()
+
+    # ------------------------------------------------------------------ computing
+
+    def _attempted(self, pod: Pod) -> bool:
+        qi = self.scheduler.queue.infos.get(pod.uid)
+        if qi is not None and qi.attempts > 0:
+            return True
+        return pod_condition(pod, "PodScheduled") is not None
+
+    def _start_time(self, members: list[Pod]) -> float:
+        """Wall-clock time of the first attempt: the queue remembers it (monotonic), the API's conditions too."""
+        now = self.wall()
+        queue = self.scheduler.queue
+        mono_now = queue.clock()
+        first = now
+        for p in members:
+            qi = queue.infos.get(p.uid)
+            if qi is not None and qi.initial_attempt:
+                first = min(first, now - max(0.0, mono_now - qi.initial_attempt))
+            c = pod_condition(p, "PodScheduled")
+            t = parse_time(c.get("lastTransitionTime")) if c is not None else 0.0
+            if t:
+                first = min(first, t)
+        return first
+
+    def members(self, key: str) -> list[Pod]:
+        pods = self.scheduler.pods
+        out = []
+        for uid in self.scheduler.group_pods.get(key, ()):
+            p = pods.get(uid)
+            if p is not None and not p.deleting:
+                out.append(p)
+        return out
+
+    def desired(self, key: str, prev_phase: str | None = None) -> tuple[dict[str, Any], GangCounts, int] | None:
+        """The owned status fields group ``key`` should have, its counts and minMember; None: not ours.
+
+        ``prev_phase``: the phase the group has now (default: the informer's copy).
+        """
+        pg = self.scheduler.pod_groups.get(key)
+        if pg is None:
+            return None
+        members = self.members(key)
+        ours = self.scheduler.frameworks
+        if members and not any(p.scheduler_name in ours for p in members):
+            return None   # another scheduler's gang (scheduler-plugins reads the same CRD)
+        status = pg.get("status") or {}
+        min_member = _int((pg.get("spec") or {}).get("minMember"))
+        counts = count_members(members, self._attempted)
+        want: dict[str, Any] = {
+            "phase": compute_phase(str(status.get("phase") or "") if prev_phase is None else prev_phase,
+                                   min_member, counts,
+                                   requeuing_limit_exceeded(status)),
+            "scheduled": counts.scheduled, "running": counts.running,
+            "succeeded": counts.succeeded, "failed": counts.failed,
+        }
+        occ = occupied_by(members)
+        if occ:
+            want["occupiedBy"] = occ
+        if counts.attempted and not status.get("scheduleStartTime"):
+            want["scheduleStartTime"] = rfc3339(self._start_time(members))
+        return want, counts, min_member
+
+    def _known(self, key: str, status: dict[str, Any]) -> dict[str, Any]:
+        """What the API has, as far as we know: the informer's copy, overlaid with our writes it does not show yet."""
+        known = {k: status.get(k, default) for k, default in _OWNED.items()}
+        sent = self._sent.get(key)
+        if sent:
+            if all(known.get(k) == v for k, v in sent.items()):
+                del self._sent[key]   # the informer caught up: from now on its copy is the truth
+            else:
+                known.update(sent)
+        return known
+
+    # ------------------------------------------------------------------ the consumer side
+
+    def sync(self) -> float | None:
+        """Handle the dirty groups that are due. Returns seconds until the next one is due (None: none waits)."""
+        now = self.clock()
+        wait: float | None = None
+        for key in list(self.dirty):
+            if len(self._writing) >= self.max_in_flight:
+                break      # the client's QPS is shared with binds; a finishing writer wakes us
+            if key in self._writing:
+                continue   # its writer wakes us when done
+            due = self._last_write.get(key, -math.inf) + self.interval * min(2 ** self._failures.get(key, 0),
+                                                                              MAX_RETRY_FACTOR)
+            if due > now:
+                wait = due - now if wait is None else min(wait, due - now)
+                continue
+            self.dirty.discard(key)
+            try:
+                self._sync_group(key, now)
+            except Exception:  # noqa: BLE001 - one odd object must not stop the others' status
+                log.exception("PodGroup %s: computing its status failed", key)
+        return wait
+
+    def _sync_group(self, key: str, now: float) -> None:
+        pg = self.scheduler.pod_groups.get(key)
+        if pg is None:
+            self._forget(key)
+            return
+        known = self._known(key, pg.get("status") or {})
+        got = self.desired(key, str(known["phase"] or ""))
+        if got is None:
+            return
+        want, counts, min_member = got
+        patch = {k: v for k, v in want.items() if known.get(k) != v}
+        self._report(key, pg, want, counts, min_member, known)
+        if not patch:
+            return
+        self._sent.setdefault(key, {}).update(patch)
+        self._last_write[key] = now
+        self._writing.add(key)
+        task = asyncio.ensure_future(self._write(key, patch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _report(self, key: str, pg: dict[str, Any], want: dict[str, Any], counts: GangCounts, min_member: int,
+                known: dict[str, Any]) -> None:
+        if self.events is None:
+            return
+        need = max(min_member, 1)
+        phase = want["phase"]
+        if counts.scheduled >= need > _int(known.get("scheduled")) and phase not in FINAL_PHASES:
+            self.events.record(pod_group_reference(pg), "Normal", "Scheduled", "Scheduling",
+                               scheduled_note(counts.scheduled, min_member))
+        if counts.scheduled >= need or phase in FINAL_PHASES:
+            self._notes.pop(key, None)   # complete: the next incomplete round reports afresh
+            return
+        waiting = waiting_message(self.members(key))
+        if not waiting:
+            return
+        note = unschedulable_note(counts.scheduled, min_member, waiting)
+        if self._notes.get(key) != note:
+            self._notes[key] = note
+            self.events.record(pod_group_reference(pg), "Warning", "Unschedulable", "Scheduling", note)
+
+    async def _write(self, key: str, patch: dict[str, Any]) -> None:
+        try:
+            await self.client.patch(status_path(key), {"status": patch})
+            self.writes += 1
+            self._failures.pop(key, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the client already retried what is worth retrying
+            self._sent.pop(key, None)
+            if getattr(exc, "status", None) == 404:
+                log.debug("PodGroup %s is gone; not writing its status", key)
+            else:
+                self._failures[key] = self._failures.get(key, 0) + 1
+                log.warning("PodGroup %s: cannot write its status: %s", key, exc)
+                self.dirty.add(key)
+        finally:
+            self._writing.discard(key)
+            if self.dirty and self._wake is not None:
+                self._wake.set()
+
+    def _forget(self, key: str) -> None:
+        for d in (self._last_write, self._failures, self._sent, self._notes):
+            d.pop(key, None)
+
+    async def flush(self) -> None:
+        """Wait for the status writes under way (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def run(self) -> None:
+        """Until cancelled: sync dirty groups when they change and are due."""
+        self._wake = asyncio.Event()
+        try:
+            while True:
+                self._wake.clear()
+                try:
+                    wait = self.sync()
+                except Exception:  # noqa: BLE001 - keep the controller alive
+                    log.exception("PodGroup status sync failed")
+                    wait = self.interval
+                if wait is None:
+                    await self._wake.wait()
+                else:
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), wait)
+                    except asyncio.TimeoutError:
+                        pass
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+
+
+def _int(v: Any) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

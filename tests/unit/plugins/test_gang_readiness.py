@@ -1,0 +1,523 @@
+"""plugins/gang_readiness.py: PodsReady timeouts, eviction, backoff, the requeuing limit, blockAdmission.
+
+Time is a fake clock the tests move; ``tick()`` is the background task's
+one pass, and ``flush()`` waits for the API work it started. The API client
+is a fake that records calls and, like the API server plus the informer,
+drops a deleted pod from ``handle.pods``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plugins.gang_readiness import (
+    OPT_IN_ANNOTATION, TIMEOUT_ANNOTATION, GangReadiness, GangReadinessArgs, recreation,
+)
+from scheduler.cache import Cache
+from scheduler.framework import Code, ConfigError, Handle, parse_args
+from scheduler.model import Pod, parse_pod
+
+NS = "default"
+SCHED = "tandem-scheduler"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+STATUS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/{}/status"
+
+
+# ---------------------------------------------------------------------------- args
+
+
+def test_defaults_are_kueues() -> None:
+    a = parse_args(GangReadinessArgs, None, "args")
+    assert a == GangReadinessArgs(timeout_seconds=300.0, backoff_base_seconds=60.0, backoff_max_seconds=3600.0,
+                                  backoff_limit_count=None, block_admission=False, all_gangs=False)
+
+
+def test_args_are_read_from_camel_case() -> None:
+    a = parse_args(GangReadinessArgs, {"timeoutSeconds": 2, "backoffBaseSeconds": 0.5, "backoffMaxSeconds": 4,
+                                       "backoffLimitCount": 3, "blockAdmission": True, "allGangs": True}, "args")
+    assert a == GangReadinessArgs(2.0, 0.5, 4.0, 3, True, True)
+
+
+BAD_ARGS = [
+    pytest.param({"timeoutSeconds": 0}, "args.timeoutSeconds: must be > 0, got 0.0", id="a zero timeout"),
+    pytest.param({"backoffBaseSeconds": -1}, "args.backoffBaseSeconds: must be >= 0", id="a negative backoff"),
+    pytest.param({"backoffBaseSeconds": 10, "backoffMaxSeconds": 5},
+                 "args.backoffMaxSeconds: must be >= backoffBaseSeconds (10.0), got 5.0", id="max below base"),
+    pytest.param({"backoffLimitCount": -1}, "args.backoffLimitCount: must be >= 0 or unset", id="a negative limit"),
+    pytest.param({"backoffLimitCount": 1.5}, "args.backoffLimitCount: expected an integer",
+                 id="a fractional limit"),
+    pytest.param({"blockAdmission": "yes"}, "args.blockAdmission: expected true or false", id="a string as bool"),
+    pytest.param({"timeout": 5}, "args.timeout: unknown field", id="an unknown field"),
+]
+
+
+@pytest.mark.parametrize(("raw", "message"), BAD_ARGS)
+def test_bad_args_name_the_field(raw: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_args(GangReadinessArgs, raw, "args")
+    assert message in str(err.value)
+
+
+BACKOFFS = [
+    pytest.param(60, 3600, 1, 60, id="the first eviction waits the base"),
+    pytest.param(60, 3600, 2, 120, id="the second twice that"),
+    pytest.param(60, 3600, 4, 480, id="the fourth eight times"),
+    pytest.param(60, 3600, 7, 3600, id="capped at the max"),
+    pytest.param(60, 3600, 500, 3600, id="no overflow for huge counts"),
+    pytest.param(0, 0, 3, 0, id="a zero base never waits"),
+]
+
+
+@pytest.mark.parametrize(("base", "cap", "n", "want"), BACKOFFS)
+def test_backoff_is_exponential_and_capped(base: float, cap: float, n: int, want: float) -> None:
+    assert GangReadinessArgs(backoff_base_seconds=base, backoff_max_seconds=cap).backoff(n) == want
+
+
+# ---------------------------------------------------------------------------- the environment
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeClient:
+    def __init__(self, env: "Env") -> None:
+        self.env = env
+        self.calls: list[tuple[Any, ...]] = []
+        self.delete_error: Exception | None = None
+
+    async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> dict[str, Any]:
+        self.calls.append(("patch", path, body))
+        return {}
+
+    async def patch_pod_status(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(("patch_pod_status", name, patch))
+        return {}
+
+    async def delete_pod(self, ns: str, name: str, uid: str | None = None, grace_seconds: int | None = None) -> Any:
+        self.calls.append(("delete_pod", name, uid))
+        if self.delete_error is not None:
+            raise self.delete_error
+        self.env.forget(name)
+        return {}
+
+    async def create(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
+        self.calls.append(("create", path, body))
+        return body
+
+    async def get(self, path: str, **kw: Any) -> dict[str, Any]:
+        self.calls.append(("get", path))
+        return {}
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [c for c in self.calls if c[0] == kind]
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[Any, str, str, str]] = []
+
+    def eventf(self, regarding: Any, related: Any, type_: str, reason: str, action: str, note: str,
+               *args: Any) -> None:
+        self.recorded.append((regarding, type_, reason, note))
+
+    def on_groups(self, reason: str) -> list[tuple[str, str]]:
+        return [(t, n) for r, t, why, n in self.recorded if why == reason and isinstance(r, dict)]
+
+
+class APIError(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+class Env:
+    def __init__(self, **args: Any) -> None:
+        self.clock = Clock()
+        self.client = FakeClient(self)
+        self.events = FakeEvents()
+        self.handle = Handle(Cache(), self.client, SCHED, self.events, clock=self.clock)
+        self.activated: list[str] = []
+        self.handle.activate = self.activated.extend
+        self.plugin = GangReadiness(parse_args(GangReadinessArgs, args, "args"), self.handle)
+        self.plugin.wall = Clock(1_714_557_600.0)   # 2024-05-01T10:00:00Z
+        self.names: dict[str, str] = {}             # pod name -> uid
+        self.serial = 0
+
+    def group(self, name: str = "g", min_member: int = 3, annotations: dict[str, str] | None = None,
+              status: dict[str, Any] | None = None, uid: str = "") -> None:
+        self.handle.pod_groups[f"{NS}/{name}"] = {
+            "metadata": {"name": name, "namespace": NS, "uid": uid or f"pg-{name}", "generation": 1,
+                         "annotations": {OPT_IN_ANNOTATION: "true"} if annotations is None else annotations},
+            "spec": {"minMember": min_member}, "status": status or {}}
+
+    def pod(self, name: str, group: str = "g", node: str = "", ready: bool = False, phase: str = "",
+            owner: str = "", scheduler: str = SCHED) -> str:
+        self.serial += 1
+        uid = f"uid-{name}-{self.serial}"
+        obj: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": NS, "uid": uid, "labels": {GROUP_LABEL: group},
+                         "resourceVersion": "7", "creationTimestamp": "2024-05-01T09:00:00Z"},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "pause"}]},
+            "status": {"phase": phase or ("Running" if node else "Pending"),
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+        if node:
+            obj["spec"]["nodeName"] = node
+        if owner:
+            obj["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner,
+                                                   "uid": "job-uid", "controller": True}]
+        self.forget(name)
+        self.names[name] = uid
+        self.handle.pods[uid] = parse_pod(obj)
+        self.handle.group_pods.setdefault(f"{NS}/{group}", set()).add(uid)
+        return uid
+
+    def forget(self, name: str) -> None:
+        uid = self.names.pop(name, None)
+        if uid is not None:
+            pod = self.handle.pods.pop(uid)
+            self.handle.group_pods[f"{NS}/{pod.pod_group}"].discard(uid)
+
+    def gang(self, n: int, ready: int, group: str = "g", **kw: Any) -> None:
+        for i in range(n):
+            self.pod(f"{group}-{i}", group=group, node="n1", ready=i < ready, **kw)
+
+    def held(self, name: str) -> str:
+        """PreEnqueue's verdict on a fresh member of ``name``'s group ("" when it may go)."""
+        p = self.handle.pods[self.names[name]]
+        st = self.plugin.pre_enqueue(p)
+        assert st.code in (Code.SUCCESS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        return st.message()
+
+    async def tick(self, dt: float = 0.0) -> None:
+        self.clock.t += dt
+        self.plugin.tick()
+        await self.plugin.flush()
+
+    def conditions(self, group: str = "g") -> list[dict[str, Any]]:
+        return [body["status"]["conditions"][-1] for kind, path, body in self.client.of("patch")
+                if path == STATUS.format(group)]
+
+    def status_patches(self, group: str = "g") -> list[dict[str, Any]]:
+        return [body["status"] for kind, path, body in self.client.of("patch") if path == STATUS.format(group)]
+
+
+# ---------------------------------------------------------------------------- who takes part
+
+OPT_IN = [
+    pytest.param({}, False, None, id="no annotation: not part of it"),
+    pytest.param({}, True, 300.0, id="no annotation with allGangs: part of it"),
+    pytest.param({OPT_IN_ANNOTATION: "true"}, False, 300.0, id="opted in by annotation"),
+    pytest.param({OPT_IN_ANNOTATION: "false"}, True, None, id="opted out even with allGangs"),
+    pytest.param({TIMEOUT_ANNOTATION: "45"}, False, 45.0, id="its own timeout opts it in"),
+    pytest.param({TIMEOUT_ANNOTATION: "soon"}, False, 300.0, id="an unreadable timeout falls back to the args"),
+    pytest.param({OPT_IN_ANNOTATION: "false", TIMEOUT_ANNOTATION: "45"}, False, None, id="false wins"),
+]
+
+
+@pytest.mark.parametrize(("annotations", "all_gangs", "want"), OPT_IN)
+def test_which_gangs_take_part(annotations: dict[str, str], all_gangs: bool, want: float | None) -> None:
+    env = Env(allGangs=all_gangs)
+    env.group(annotations=annotations)
+    assert env.plugin.timeout_for(env.handle.pod_groups["default/g"]) == want
+
+
+async def test_a_gang_that_did_not_opt_in_is_never_evicted() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(annotations={})
+    env.gang(3, ready=0)
+    await env.tick()
+    await env.tick(3600)
+    assert env.client.calls == [] and env.events.recorded == []
+
+
+# ---------------------------------------------------------------------------- the round
+
+
+async def test_a_gang_ready_in_time_gets_pods_ready_true_and_is_never_evicted() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=3)
+    env.gang(2, ready=2)
+    await env.tick()
+    assert env.client.calls == [], "no quorum yet: no round"
+    env.pod("g-2", node="n1")
+    await env.tick(1)
+    assert env.conditions()[-1]["reason"] == "WaitForStart"
+    assert env.conditions()[-1]["message"] == "2/3 required members are Ready; waiting up to 10s"
+    env.pod("g-2", node="n1", ready=True)
+    await env.tick(9)
+    cond = env.conditions()[-1]
+    assert {k: cond[k] for k in ("type", "status", "reason", "message")} == {
+        "type": "PodsReady", "status": "True", "reason": "PodsReady", "message": "3/3 required members are Ready"}
+    assert cond["lastTransitionTime"] == "2024-05-01T10:00:00Z" and cond["observedGeneration"] == 1
+    assert env.events.on_groups("PodsReady") == [("Normal", "3/3 required members are Ready")]
+    await env.tick(3600)
+    assert env.client.of("delete_pod") == []
+
+
+async def test_the_timeout_evicts_the_bound_members_and_requeues_the_gang_after_a_backoff() -> None:
+    env = Env(timeoutSeconds=10, backoffBaseSeconds=5, backoffMaxSeconds=60)
+    env.group(min_member=3)
+    env.gang(3, ready=2, owner="train")
+    env.pod("g-extra")                 # a fourth member, still pending: it holds nothing and stays
+    await env.tick()
+    await env.tick(9.9)
+    assert env.client.of("delete_pod") == []
+    uids = {n: env.names[n] for n in ("g-0", "g-1", "g-2")}
+    await env.tick(0.1)
+
+    assert sorted(env.client.of("delete_pod")) == sorted(("delete_pod", n, u) for n, u in uids.items()), \
+        "bound members are deleted with a uid precondition"
+    marks = env.client.of("patch_pod_status")
+    assert len(marks) == 3 and all(m[2]["status"]["conditions"][0]["type"] == "DisruptionTarget" for m in marks)
+    assert env.client.of("create") == [], "a Job's pods are recreated by the Job"
+    msg = ("2/3 required members became Ready within 10s of the gang being bound; evicted 3 pod(s); "
+           "requeue 1 after a backoff of 5s")
+    last = env.status_patches()[-1]
+    assert last["conditions"][-1]["reason"] == "PodsReadyTimeout"
+    assert last["conditions"][-1]["status"] == "False"
+    assert last["conditions"][-1]["message"] == msg
+    assert last["requeueState"] == {"count": 1, "requeueAt": "2024-05-01T10:00:05Z"}
+    assert env.events.on_groups("PodsReadyTimeout") == [("Warning", msg)]
+
+    # the Job creates the members again: held while the gang backs off
+    for i in range(3):
+        env.pod(f"g-{i}", owner="train")
+    assert env.held("g-0") == ("PodGroup default/g is backing off after a PodsReady timeout (eviction 1); "
+                               "requeued in 5s")
+    assert env.plugin.pre_filter(None, env.handle.pods[env.names["g-extra"]], None)[1].code == \
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "members queued before the hold are stopped at PreFilter"
+    await env.tick(4.9)
+    assert env.activated == []
+    await env.tick(0.1)
+    assert sorted(env.activated) == sorted(env.names[n] for n in ("g-0", "g-1", "g-2", "g-extra"))
+    assert env.held("g-0") == ""
+
+
+async def test_the_second_eviction_backs_off_twice_as_long() -> None:
+    env = Env(timeoutSeconds=10, backoffBaseSeconds=5, backoffMaxSeconds=60)
+    env.group(min_member=2)
+    env.gang(2, ready=0, owner="j")
+    await env.tick()
+    await env.tick(10)
+    await env.tick(5)
+    env.gang(2, ready=1, owner="j")
+    await env.tick()
+    await env.tick(10)
+    assert env.status_patches()[-1]["requeueState"] == {"count": 2, "requeueAt": "2024-05-01T10:00:10Z"}
+    env.pod("g-0", owner="j")
+    assert env.held("g-0").endswith("(eviction 2); requeued in 10s")
+
+
+async def test_after_the_requeuing_limit_the_podgroup_fails_and_its_pods_stay_out() -> None:
+    env = Env(timeoutSeconds=10, backoffBaseSeconds=1, backoffMaxSeconds=1, backoffLimitCount=1)
+    env.group(min_member=2)
+    env.gang(2, ready=1, owner="j")
+    await env.tick()
+    await env.tick(10)
+    assert env.status_patches()[-1].get("phase") is None, "one requeue is allowed"
+    await env.tick(1)
+    env.gang(2, ready=1, owner="j")
+    await env.tick()
+    await env.tick(10)
+    last = env.status_patches()[-1]
+    assert last["phase"] == "Failed"
+    assert last["requeueState"] == {"count": 2, "requeueAt": None}, "no backoff to wait for: the field is removed"
+    assert last["conditions"][-1]["reason"] == "RequeuingLimitExceeded"
+    assert last["conditions"][-1]["message"].endswith(
+        "the gang was requeued 1 time(s), its backoffLimitCount: the PodGroup failed and its pods are not "
+        "scheduled any more")
+    assert [t for t, _ in env.events.on_groups("RequeuingLimitExceeded")] == ["Warning"]
+    assert len(env.client.of("delete_pod")) == 4, "the failing round is evicted too"
+    env.gang(2, ready=0, owner="j")
+    assert env.held("g-0") == ("PodGroup default/g failed: its members were not Ready within the PodsReady "
+                               "timeout 2 times (backoffLimitCount 1)")
+    await env.tick(3600)
+    assert env.held("g-0") != "", "for good"
+
+
+async def test_a_limit_of_zero_fails_at_the_first_timeout() -> None:
+    env = Env(timeoutSeconds=1, backoffLimitCount=0)
+    env.group(min_member=1)
+    env.gang(1, ready=0, owner="j")
+    await env.tick()
+    await env.tick(1)
+    assert env.status_patches()[-1]["phase"] == "Failed"
+
+
+async def test_bare_pods_are_recreated_from_their_spec_without_the_node() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=2)
+    env.gang(2, ready=1)
+    old = dict(env.names)
+    await env.tick()
+    await env.tick(1)
+    created = env.client.of("create")
+    assert sorted(body["metadata"]["name"] for _, _, body in created) == ["g-0", "g-1"]
+    for _, path, body in created:
+        assert path == "/api/v1/namespaces/default/pods"
+        assert "nodeName" not in body["spec"] and body["spec"]["schedulerName"] == SCHED
+        assert body["metadata"]["labels"] == {GROUP_LABEL: "g"}
+        assert set(body["metadata"]) == {"name", "namespace", "labels"}, "no uid, resourceVersion or timestamps"
+        assert "status" not in body
+    assert env.plugin.evicted == 2 and env.plugin.recreated == 2
+    assert all(u not in env.handle.pods for u in old.values())
+
+
+async def test_a_successor_of_the_same_name_is_neither_deleted_nor_recreated() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1)
+    env.gang(1, ready=0)
+    env.client.delete_error = APIError(409)   # the uid precondition failed
+    await env.tick()
+    await env.tick(1)
+    assert len(env.client.of("delete_pod")) == 1 and env.client.of("create") == []
+
+
+def test_recreation_keeps_identity_free_metadata_and_does_not_touch_the_original() -> None:
+    raw = {"metadata": {"name": "p", "namespace": NS, "uid": "u", "resourceVersion": "9", "generateName": "p-",
+                        "creationTimestamp": "t", "labels": {"a": "b"}, "annotations": {"x": "y"},
+                        "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"}], "managedFields": []},
+           "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running"}}
+    body = recreation(raw)
+    assert body == {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": NS, "labels": {"a": "b"}, "annotations": {"x": "y"},
+                                 "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"}]},
+                    "spec": {"containers": []}}
+    assert raw["spec"]["nodeName"] == "n1"
+
+
+# ---------------------------------------------------------------------------- blockAdmission
+
+
+async def test_block_admission_holds_other_gangs_until_the_bound_one_is_ready() -> None:
+    env = Env(timeoutSeconds=10, blockAdmission=True)
+    env.group("a", min_member=2)
+    env.group("b", min_member=2)
+    env.group("free", min_member=2, annotations={})
+    env.gang(2, ready=0, group="a")
+    env.pod("a-extra", group="a")
+    for name, group in (("b-0", "b"), ("b-1", "b"), ("f-0", "free")):
+        env.pod(name, group=group)
+    await env.tick()
+    assert env.held("b-0") == "waiting for PodGroup default/a to become Ready (blockAdmission)"
+    assert env.held("a-extra") == "", "the bound gang itself is not held"
+    assert env.held("f-0") == "", "gangs that did not opt in are not held"
+    assert env.plugin.pre_enqueue(Pod(uid="x", namespace=NS, name="x")).is_success(), "nor pods of no gang"
+    await env.tick(1)
+    assert env.activated == []
+    env.gang(2, ready=2, group="a")
+    await env.tick(1)
+    assert sorted(env.activated) == sorted([env.names["b-0"], env.names["b-1"]])
+    assert env.held("b-0") == ""
+
+
+async def test_block_admission_also_ends_when_the_blocking_gang_is_evicted() -> None:
+    env = Env(timeoutSeconds=10, blockAdmission=True, backoffBaseSeconds=30, backoffMaxSeconds=30)
+    env.group("a", min_member=1)
+    env.group("b", min_member=1)
+    env.gang(1, ready=0, group="a", owner="j")
+    env.pod("b-0", group="b")
+    await env.tick()
+    assert env.held("b-0") != ""
+    await env.tick(10)
+    assert env.activated == [env.names["b-0"]]
+    assert env.held("b-0") == ""
+
+
+async def test_without_block_admission_nothing_else_is_held() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group("a", min_member=1)
+    env.group("b", min_member=1)
+    env.gang(1, ready=0, group="a")
+    env.pod("b-0", group="b")
+    await env.tick()
+    assert env.held("b-0") == ""
+
+
+# ---------------------------------------------------------------------------- restarts and changes
+
+
+async def test_the_backoff_survives_a_restart_through_the_podgroup_status() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=1, status={"requeueState": {"count": 2, "requeueAt": "2024-05-01T10:00:30Z"},
+                                    "conditions": [{"type": "PodsReady", "status": "False",
+                                                    "reason": "PodsReadyTimeout", "message": "x"}]})
+    env.pod("g-0")
+    assert env.held("g-0").endswith("(eviction 2); requeued in 30s")
+    await env.tick(30)
+    assert env.activated == [env.names["g-0"]] and env.held("g-0") == ""
+
+
+async def test_a_failed_gang_stays_failed_after_a_restart_until_the_podgroup_is_recreated() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=1, status={"phase": "Failed", "requeueState": {"count": 3}, "conditions": [
+        {"type": "PodsReady", "status": "False", "reason": "RequeuingLimitExceeded", "message": "x"}]})
+    env.pod("g-0")
+    assert env.held("g-0").startswith("PodGroup default/g failed")
+    env.group(min_member=1, uid="a-new-one")
+    assert env.held("g-0") == ""
+
+
+async def test_opting_out_releases_a_held_gang() -> None:
+    env = Env(timeoutSeconds=1, backoffBaseSeconds=100, backoffMaxSeconds=100)
+    env.group(min_member=1)
+    env.gang(1, ready=0, owner="j")
+    await env.tick()
+    await env.tick(1)
+    env.pod("g-0", owner="j")
+    assert env.held("g-0") != ""
+    env.group(min_member=1, annotations={OPT_IN_ANNOTATION: "false"})
+    await env.tick(1)
+    assert env.activated == [env.names["g-0"]] and env.held("g-0") == ""
+
+
+async def test_pods_of_other_schedulers_are_not_counted_or_touched() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1)
+    env.gang(1, ready=0, scheduler="default-scheduler")
+    await env.tick()
+    await env.tick(5)
+    assert env.client.calls == []
+
+
+async def test_queueing_hint_queues_only_pods_no_longer_held() -> None:
+    env = Env(timeoutSeconds=1, backoffBaseSeconds=100, backoffMaxSeconds=100)
+    env.group(min_member=1)
+    env.gang(1, ready=0, owner="j")
+    await env.tick()
+    await env.tick(1)
+    env.pod("g-0", owner="j")
+    pod = env.handle.pods[env.names["g-0"]]
+    ((_, hint), _) = [(e.event, e.hint) for e in env.plugin.events_to_register()]
+    assert hint(pod, None, None) == 0
+    await env.tick(100)
+    assert hint(pod, None, None) == 1
+
+
+async def test_next_wait_is_the_sooner_of_the_tick_and_the_next_deadline() -> None:
+    env = Env(timeoutSeconds=0.3)
+    env.group(min_member=1)
+    env.gang(1, ready=0, owner="j")
+    assert env.plugin._next_wait() == 1.0
+    await env.tick()
+    assert env.plugin._next_wait() == pytest.approx(0.3)
+
+
+async def test_a_recreated_blocking_podgroup_stops_blocking() -> None:
+    env = Env(timeoutSeconds=10, blockAdmission=True)
+    env.group("a", min_member=1)
+    env.group("b", min_member=1)
+    env.gang(1, ready=0, group="a")
+    env.pod("b-0", group="b")
+    await env.tick()
+    assert env.held("b-0") != ""
+    env.group("a", min_member=5, uid="a-again")    # deleted and created anew: its old round is over
+    env.plugin.hold(env.handle.pods[env.names["a-0"]])
+    assert env.held("b-0") == ""

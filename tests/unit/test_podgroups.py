@@ -1,0 +1,445 @@
+"""scheduler/podgroups.py: PodGroup phase and counts from the members, debounced status writes, events.
+
+The pure part (phase table, counts, owners, the waiting message) is tested
+on records; the controller runs against a real :class:`Scheduler` fed
+through its informer handlers (so the ``group_listeners`` hook is tested
+too), a fake API client that records patches, and a fake clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from scheduler.config import parse_config
+from scheduler.model import OwnerRef, Pod, parse_pod
+from scheduler.podgroups import (
+    FAILED, FINISHED, PENDING, PRE_SCHEDULING, RUNNING, SCHEDULED, SCHEDULING, GangCounts, PodGroupController,
+    compute_phase, count_members, occupied_by, scheduled_note, status_path, unschedulable_note, waiting_message,
+)
+from scheduler.scheduler import Scheduler
+
+SCHED = "tandem-scheduler"
+NS = "default"
+GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+
+# ---------------------------------------------------------------------------- the phase table
+
+
+def c(members: int = 0, scheduled: int = 0, running: int = 0, succeeded: int = 0, failed: int = 0,
+      attempted: bool = False) -> GangCounts:
+    return GangCounts(members, scheduled, running, succeeded, failed, attempted or scheduled > 0)
+
+
+PHASES = [
+    pytest.param("", 3, c(), False, PENDING, id="a new group without members is Pending"),
+    pytest.param("", 3, c(members=2), False, PENDING, id="fewer members than minMember is Pending"),
+    pytest.param("", 3, c(members=2, attempted=True), False, PENDING,
+                 id="fewer members than minMember is Pending even when one was tried"),
+    pytest.param("", 3, c(members=3), False, PRE_SCHEDULING, id="minMember members none tried is PreScheduling"),
+    pytest.param(PENDING, 3, c(members=3, attempted=True), False, SCHEDULING,
+                 id="a tried member makes it Scheduling"),
+    pytest.param(PRE_SCHEDULING, 3, c(members=4, scheduled=2), False, SCHEDULING,
+                 id="some members with a node is Scheduling"),
+    pytest.param(SCHEDULING, 3, c(members=3, scheduled=3), False, SCHEDULED,
+                 id="minMember members with a node is Scheduled"),
+    pytest.param(SCHEDULED, 3, c(members=3, scheduled=3, running=2), False, SCHEDULED,
+                 id="Scheduled until minMember run"),
+    pytest.param(SCHEDULED, 3, c(members=3, scheduled=3, running=3), False, RUNNING,
+                 id="minMember running is Running"),
+    pytest.param(SCHEDULING, 3, c(members=3, scheduled=3, running=1, succeeded=2), False, RUNNING,
+                 id="succeeded members count toward Running"),
+    pytest.param(RUNNING, 3, c(members=3, scheduled=3, succeeded=3), False, FINISHED,
+                 id="minMember succeeded is Finished"),
+    pytest.param(RUNNING, 3, c(members=3, scheduled=3, running=2, failed=1), False, FAILED,
+                 id="a failed member with the rest running is Failed, as upstream"),
+    pytest.param(SCHEDULING, 3, c(members=3, scheduled=1, failed=1), False, SCHEDULING,
+                 id="a failed member without enough others is not Failed yet"),
+    pytest.param(FINISHED, 3, c(), False, FINISHED, id="Finished is final"),
+    pytest.param(FAILED, 3, c(members=3, scheduled=3, running=3), False, FAILED, id="Failed is final"),
+    pytest.param(RUNNING, 3, c(members=3, scheduled=3, running=3), True, FAILED,
+                 id="the requeuing limit makes it Failed whatever the pods do"),
+    pytest.param(RUNNING, 3, c(), False, PENDING, id="all members gone is Pending again"),
+    pytest.param("", 0, c(members=1), False, PRE_SCHEDULING, id="minMember 0 needs one member"),
+    pytest.param("", 0, c(members=1, scheduled=1, running=1), False, RUNNING, id="minMember 0 runs with one"),
+]
+
+
+@pytest.mark.parametrize(("prev", "min_member", "counts", "limit", "want"), PHASES)
+def test_phase(prev: str, min_member: int, counts: GangCounts, limit: bool, want: str) -> None:
+    assert compute_phase(prev, min_member, counts, limit) == want
+
+
+def rec(name: str, node: str = "", phase: str = "Pending", owners: tuple[OwnerRef, ...] = (),
+        conditions: list[dict[str, Any]] | None = None) -> Pod:
+    return Pod(uid=name, namespace=NS, name=name, node_name=node, phase=phase, owners=owners,
+               raw={"status": {"conditions": conditions or []}})
+
+
+def test_counts_take_nodes_and_phases_from_the_members() -> None:
+    members = [rec("a", "n1", "Running"), rec("b", "n1", "Succeeded"), rec("c", "n2", "Failed"),
+               rec("d", "n2", "Pending"), rec("e"), rec("f")]
+    got = count_members(members, attempted=lambda p: p.name == "f")
+    assert got == GangCounts(members=6, scheduled=4, running=1, succeeded=1, failed=1, attempted=True)
+    assert not count_members([rec("e")]).attempted
+
+
+def test_occupied_by_lists_each_owner_once_sorted_as_namespace_slash_name() -> None:
+    job = OwnerRef("Job", "train", "u1", True)
+    other = OwnerRef("JobSet", "big", "u2", False)
+    members = [rec("a", owners=(job,)), rec("b", owners=(job, other)), rec("c")]
+    assert occupied_by(members) == "default/big,default/train"
+    assert occupied_by([rec("a")]) == ""
+
+
+def unsched(message: str, when: str = "2024-05-01T10:00:00Z") -> list[dict[str, Any]]:
+    return [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+             "lastTransitionTime": when}]
+
+
+def test_waiting_message_is_the_newest_unschedulable_member_message() -> None:
+    members = [
+        rec("a", conditions=unsched("old", "2024-05-01T10:00:00Z")),
+        rec("c", conditions=unsched("newest-c", "2024-05-01T10:00:05Z")),
+        rec("b", conditions=unsched("newest-b", "2024-05-01T10:00:05Z")),
+        rec("d", node="n1", conditions=unsched("bound members do not wait", "2024-05-01T11:00:00Z")),
+        rec("e", conditions=[{"type": "PodScheduled", "status": "True", "message": "x"}]),
+    ]
+    assert waiting_message(members) == "newest-b"
+    assert waiting_message([rec("e")]) == ""
+
+
+def test_event_notes_say_where_the_gang_stands() -> None:
+    assert (unschedulable_note(5, 8, "0/20 nodes are available: 3 Insufficient cpu.")
+            == "5/8 members have a node; waiting for 3: 0/20 nodes are available: 3 Insufficient cpu.")
+    assert scheduled_note(8, 8) == "8/8 members have a node; the gang is complete"
+
+
+# ---------------------------------------------------------------------------- the controller
+
+
+class Clock:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.fail_with: Exception | None = None
+
+    async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> dict[str, Any]:
+        if self.fail_with is not None:
+            raise self.fail_with
+        self.patches.append((path, body))
+        return {}
+
+
+class FakeEvents:
+    def __init__(self) -> None:
+        self.recorded: list[tuple[dict[str, str], str, str, str, str]] = []
+
+    def record(self, regarding: Any, type_: str, reason: str, action: str, note: str, controller: Any = None,
+               **kw: Any) -> None:
+        self.recorded.append((regarding, type_, reason, action, note))
+
+    def notes(self, reason: str) -> list[str]:
+        return [r[4] for r in self.recorded if r[2] == reason]
+
+
+class Env:
+    def __init__(self) -> None:
+        cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
+                           "<test>")
+        self.client = FakeClient()
+        self.sched = Scheduler(cfg, self.client)
+        self.events = FakeEvents()
+        self.clock = Clock()
+        self.wall = Clock(1_714_557_600.0)   # 2024-05-01T10:00:00Z
+        self.ctl = PodGroupController(self.sched, self.client, self.events, interval=0.5, clock=self.clock,
+                                      wall=self.wall)
+        self.sched.group_listeners.append(self.ctl.on_pod_change)
+        self.objs: dict[str, dict[str, Any]] = {}
+        self.sched.on_node_add({"metadata": {"name": "n1", "uid": "n1"},
+                                "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}}})
+
+    def group(self, name: str = "g", min_member: int = 3, status: dict[str, Any] | None = None,
+              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        obj = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+               "metadata": {"name": name, "namespace": NS, "uid": f"pg-{name}", "resourceVersion": "1",
+                            "annotations": annotations or {}},
+               "spec": {"minMember": min_member}, "status": status or {}}
+        key = f"{NS}/{name}"
+        if key in self.sched.pod_groups:
+            self.sched.on_pod_group_update(self.sched.pod_groups[key], obj)
+        else:
+            self.sched.on_pod_group_add(obj)
+        return obj
+
+    def pod(self, name: str, group: str = "g", node: str = "", phase: str = "Pending", scheduler: str = SCHED,
+            conditions: list[dict[str, Any]] | None = None, owner: str = "") -> None:
+        obj: dict[str, Any] = {
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "labels": {GROUP_LABEL: group}},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "x"}]},
+            "status": {"phase": phase, "conditions": conditions or []}}
+        if node:
+            obj["spec"]["nodeName"] = node
+        if owner:
+            obj["metadata"]["ownerReferences"] = [{"kind": "Job", "name": owner, "uid": "j", "controller": True,
+                                                   "apiVersion": "batch/v1"}]
+        old = self.objs.get(name)
+        self.objs[name] = obj
+        if old is None:
+            self.sched.on_pod_add(obj)
+        else:
+            self.sched.on_pod_update(old, obj)
+
+    def delete(self, name: str) -> None:
+        self.sched.on_pod_delete(self.objs.pop(name))
+
+    def status(self, name: str = "g") -> dict[str, Any]:
+        """What the API would have: every patch this test's client sent, merged."""
+        out: dict[str, Any] = {}
+        for path, body in self.client.patches:
+            if path == status_path(f"{NS}/{name}"):
+                out.update(body["status"])
+        return out
+
+    def observe(self, name: str = "g") -> None:
+        """The informer delivers the PodGroup as the API has it after our patches."""
+        key = f"{NS}/{name}"
+        old = self.sched.pod_groups[key]
+        new = {**old, "status": {**(old.get("status") or {}), **self.status(name)}}
+        self.sched.on_pod_group_update(old, new)
+
+    async def sync(self) -> float | None:
+        wait = self.ctl.sync()
+        await self.ctl.flush()
+        return wait
+
+
+async def test_status_follows_the_members_through_the_phases() -> None:
+    env = Env()
+    env.group(min_member=3)
+    await env.sync()
+    assert env.status() == {"phase": PENDING}, "absent counts mean 0 (omitempty): only the phase is new"
+    for i in range(3):
+        env.pod(f"p{i}", owner="train")
+    env.clock.t += 1
+    await env.sync()
+    assert env.status()["phase"] == PRE_SCHEDULING
+    assert env.status()["occupiedBy"] == "default/train"
+    assert "scheduleStartTime" not in env.status()
+    for i in range(3):
+        env.pod(f"p{i}", node="n1", owner="train")
+    env.clock.t += 1
+    await env.sync()
+    assert env.status()["phase"] == SCHEDULED and env.status()["scheduled"] == 3
+    assert env.status()["scheduleStartTime"] == "2024-05-01T10:00:00Z"
+    for i in range(3):
+        env.pod(f"p{i}", node="n1", phase="Running", owner="train")
+    env.clock.t += 1
+    await env.sync()
+    assert env.status()["phase"] == RUNNING and env.status()["running"] == 3
+    for i in range(3):
+        env.pod(f"p{i}", node="n1", phase="Succeeded", owner="train")
+    env.clock.t += 1
+    await env.sync()
+    assert env.status() == {"phase": FINISHED, "scheduled": 3, "running": 0, "succeeded": 3,
+                                 "occupiedBy": "default/train", "scheduleStartTime": "2024-05-01T10:00:00Z"}
+
+
+async def test_writes_are_debounced_per_group_and_only_sent_when_something_changed() -> None:
+    env = Env()
+    env.group("a", min_member=2)
+    env.group("b", min_member=2)
+    assert await env.sync() is None
+    assert len(env.client.patches) == 2, "a quiet group's first change is written at once"
+    env.observe("a")
+    env.observe("b")
+
+    env.pod("a0", group="a")
+    env.pod("a1", group="a")
+    env.pod("b0", group="b")
+    env.clock.t += 0.2
+    wait = await env.sync()
+    assert len(env.client.patches) == 2, "within the interval nothing more is written"
+    assert wait == pytest.approx(0.3)
+    env.pod("a0", group="a", node="n1")
+    env.clock.t += 0.3
+    assert await env.sync() is None
+    assert len(env.client.patches) == 3, "the changes of the interval are folded into one write of group a"
+    assert env.client.patches[2] == (status_path("default/a"),
+                                     {"status": {"phase": SCHEDULING, "scheduled": 1,
+                                                 "scheduleStartTime": "2024-05-01T10:00:00Z"}})
+    env.observe("a")
+
+    env.clock.t += 5
+    env.pod("a1", group="a", conditions=[{"type": "Initialized", "status": "True"}])  # nothing the status shows
+    env.group("a", min_member=2, status=env.sched.pod_groups["default/a"]["status"])  # our own write echoed
+    await env.sync()
+    assert len(env.client.patches) == 3, "nothing changed: nothing is written"
+
+
+async def test_a_change_before_the_informer_shows_our_write_is_not_written_twice() -> None:
+    env = Env()
+    env.group(min_member=1)
+    await env.sync()
+    env.clock.t += 1
+    env.pod("p0")                       # the informer has not delivered our first write yet
+    await env.sync()
+    assert [b["status"] for _, b in env.client.patches] == [
+        {"phase": PENDING},
+        {"phase": PRE_SCHEDULING},
+    ]
+
+
+async def test_failed_writes_are_retried_with_backoff() -> None:
+    env = Env()
+    env.group(min_member=1)
+    env.client.fail_with = RuntimeError("boom")
+    await env.sync()
+    assert env.ctl.dirty == {"default/g"}
+    env.client.fail_with = None
+    env.clock.t += 0.6
+    assert await env.sync() == pytest.approx(0.4), "the retry waits twice the interval"
+    env.clock.t += 0.4
+    await env.sync()
+    assert env.status()["phase"] == PENDING and not env.ctl.dirty
+
+
+async def test_groups_of_another_scheduler_are_left_alone() -> None:
+    env = Env()
+    env.group(min_member=1)
+    env.pod("p0", scheduler="scheduler-plugins-scheduler")
+    await env.sync()
+    assert env.client.patches == []
+
+
+async def test_the_requeuing_limit_condition_keeps_the_phase_failed() -> None:
+    env = Env()
+    env.group(min_member=1, status={"phase": PENDING, "conditions": [
+        {"type": "PodsReady", "status": "False", "reason": "RequeuingLimitExceeded", "message": "x"}]})
+    env.pod("p0", node="n1", phase="Running")
+    await env.sync()
+    assert env.status()["phase"] == FAILED
+    assert "conditions" not in env.status(), "conditions belong to GangReadiness"
+
+
+async def test_events_say_where_the_gang_stands_and_when_it_is_complete() -> None:
+    env = Env()
+    env.group(min_member=3)
+    msg = "0/20 nodes are available: 3 Insufficient cpu."
+    env.pod("p0", node="n1")
+    env.pod("p1", conditions=unsched(msg))
+    env.pod("p2", conditions=unsched(msg))
+    await env.sync()
+    (ref, type_, reason, action, note), = env.events.recorded
+    assert (type_, reason, action) == ("Warning", "Unschedulable", "Scheduling")
+    assert note == f"1/3 members have a node; waiting for 2: {msg}"
+    assert ref["kind"] == "PodGroup" and ref["name"] == "g" and ref["uid"] == "pg-g"
+    assert ref["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    env.observe()
+
+    env.clock.t += 1
+    env.pod("p2", conditions=unsched(msg, "2024-05-01T10:00:01Z"))   # tried again, same answer
+    await env.sync()
+    assert len(env.events.recorded) == 1, "the same standing is not reported twice"
+
+    env.clock.t += 1
+    env.pod("p1", node="n1")
+    await env.sync()
+    assert env.events.notes("Unschedulable")[-1] == f"2/3 members have a node; waiting for 1: {msg}"
+    env.observe()
+
+    env.clock.t += 1
+    env.pod("p2", node="n1")
+    await env.sync()
+    assert env.events.notes("Scheduled") == ["3/3 members have a node; the gang is complete"]
+    env.observe()
+    env.clock.t += 1
+    env.pod("p2", node="n1", phase="Running")
+    await env.sync()
+    assert env.events.notes("Scheduled") == ["3/3 members have a node; the gang is complete"], "once"
+
+
+async def test_a_deleted_podgroup_is_forgotten_and_members_being_deleted_do_not_count() -> None:
+    env = Env()
+    env.group(min_member=2)
+    env.pod("p0", node="n1")
+    env.pod("p1", node="n1")
+    await env.sync()
+    assert env.status()["scheduled"] == 2
+    env.observe()
+    obj = dict(env.objs["p1"])
+    obj["metadata"] = {**obj["metadata"], "deletionTimestamp": "2024-05-01T10:00:00Z"}
+    env.sched.on_pod_update(env.objs["p1"], obj)
+    env.objs["p1"] = obj
+    env.clock.t += 1
+    await env.sync()
+    assert env.status()["scheduled"] == 1 and env.status()["phase"] == PENDING, "one member left of two"
+    env.sched.on_pod_group_delete(env.sched.pod_groups["default/g"])
+    n = len(env.client.patches)
+    env.clock.t += 1
+    await env.sync()
+    assert len(env.client.patches) == n and not env.ctl.dirty
+
+
+async def test_run_writes_changes_as_they_come() -> None:
+    env = Env()
+    env.ctl.clock = asyncio.get_running_loop().time
+    env.ctl.interval = 0.05
+    task = asyncio.create_task(env.ctl.run())
+    try:
+        env.group(min_member=1)
+        await asyncio.sleep(0.02)
+        assert env.status()["phase"] == PENDING
+        env.observe()
+        env.pod("p0", node="n1")
+        env.pod("p0", node="n1", phase="Running")
+        for _ in range(50):
+            await asyncio.sleep(0.01)
+            if env.status().get("phase") == RUNNING:
+                break
+        assert env.status()["phase"] == RUNNING
+        assert len(env.client.patches) == 2
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_parse_pod_sees_the_group_label() -> None:
+    # the hook fires for pods that join by label or by the kube-batch annotation
+    p = parse_pod({"metadata": {"name": "x", "namespace": NS, "annotations": {"scheduling.k8s.io/group-name": "g"}}})
+    assert p.pod_group == "g"
+
+
+async def test_only_a_few_writes_are_under_way_at_once_and_the_rest_wait_their_turn() -> None:
+    env = Env()
+    env.ctl.max_in_flight = 2
+    gate = asyncio.Event()
+    sent = env.client.patch
+
+    async def slow_patch(path: str, body: Any, content_type: str = "", **kw: Any) -> dict[str, Any]:
+        await gate.wait()
+        return await sent(path, body)
+
+    env.client.patch = slow_patch  # type: ignore[method-assign]
+    for name in "abcde":
+        env.group(name, min_member=1)
+    env.ctl.sync()
+    await asyncio.sleep(0)
+    assert len(env.ctl._writing) == 2 and len(env.ctl.dirty) == 3
+    gate.set()
+    await env.ctl.flush()
+    while env.ctl.dirty:
+        env.ctl.sync()
+        await env.ctl.flush()
+    assert sorted(p for p, _ in env.client.patches) == sorted(status_path(f"default/{n}") for n in "abcde")
