@@ -285,8 +285,8 @@ class Coscheduling:
         why = diagnosis.message() if hasattr(diagnosis, "message") else ""
         self._why[pod.uid] = why
         self._fail_gang(key, "optimistic rejection in PostFilter: " + _gang_message(key, pod, why))
-        return None, Status(Code.UNSCHEDULABLE,
-                            f"PodGroup {key} gets rejected due to Pod {pod.name} is unschedulable even after PostFilter")
+        return None, Status(Code.UNSCHEDULABLE, f"PodGroup {key} gets rejected due to Pod {pod.name} "
+                                                f"is unschedulable even after PostFilter")
 
     # ------------------------------------------------------------------ GangPlugin (the group cycle)
 

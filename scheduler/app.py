@@ -91,13 +91,17 @@ class App:
         else:
             log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",
                         PODGROUPS_GROUP_VERSION)
-        self.informers.append(pods)
+        # everything else first and synced, so the first pods see the whole cluster, their priority
+        # classes and PodGroups (no spurious "PodGroup not found" after a restart); then pods
         for inf in self.informers:
             inf.start()
             stack.push_async_callback(inf.stop)
-        # everything else first, so the first pods see the whole cluster; then pods (upstream: WaitForCacheSync)
         for inf in self.informers:
             await inf.synced.wait()
+        self.informers.append(pods)
+        pods.start()
+        stack.push_async_callback(pods.stop)
+        await pods.synced.wait()
         if self.health_port is not None:
             await stack.enter_async_context(
                 serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))

@@ -454,9 +454,10 @@ class EventRecorder:
         while True:
             if not self._queue and not self._stopping:
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), max(0.0, next_sweep - self._monotonic()))
-                except asyncio.TimeoutError:
+                try:  # asyncio.timeout: wait_for can swallow a cancel on 3.11
+                    async with asyncio.timeout(max(0.0, next_sweep - self._monotonic())):
+                        await self._wake.wait()
+                except TimeoutError:
                     pass
             while self._queue:
                 key, event = self._queue.popleft()

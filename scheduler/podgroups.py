@@ -449,9 +449,10 @@ class PodGroupController:
                 if wait is None:
                     await self._wake.wait()
                 else:
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), wait)
-                    except asyncio.TimeoutError:
+                    try:  # asyncio.timeout: wait_for can swallow a cancel on 3.11 and hang shutdown
+                        async with asyncio.timeout(wait):
+                            await self._wake.wait()
+                    except TimeoutError:
                         pass
         finally:
             for task in list(self._tasks):

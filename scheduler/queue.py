@@ -287,9 +287,11 @@ class SchedulingQueue:
             timeout = None
             if self._backoff:
                 timeout = max(0.0, self._backoff[0][0] - now)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that races the wake-up
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    await self._wakeup.wait()
+            except TimeoutError:
                 pass
         return None
 
