@@ -14,7 +14,7 @@ import numpy as np
 from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState, FilterResult, QueueingHint, Resource, register,
 )
-from scheduler.model import Node, Pod, Taint, Toleration
+from scheduler.model import Node, Pod, Taint
 
 if TYPE_CHECKING:
     from scheduler.cache import NodeTable
@@ -24,19 +24,8 @@ TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, "", "NoSchedule")
 
 
-def _tolerates(t: Toleration, taint: Taint) -> bool:
-    """Toleration.ToleratesTaint (kept local: plugins do not import each other)."""
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.key and t.key != taint.key:
-        return False
-    if t.operator in ("", "Equal"):
-        return t.value == taint.value
-    return t.operator == "Exists"
-
-
 def tolerates_unschedulable(pod: Pod) -> bool:
-    return any(_tolerates(t, _UNSCHEDULABLE_TAINT) for t in pod.tolerations)
+    return any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in pod.tolerations)
 
 
 @register

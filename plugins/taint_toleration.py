@@ -41,14 +41,8 @@ _MEMO_LIMIT = 1024
 
 
 def tolerates(t: Toleration, taint: Taint) -> bool:
-    """Toleration.ToleratesTaint."""
-    if t.effect and t.effect != taint.effect:
-        return False
-    if t.key and t.key != taint.key:
-        return False
-    if t.operator in ("", "Equal"):
-        return t.value == taint.value
-    return t.operator == "Exists"
+    """Toleration.ToleratesTaint (the rule lives on the record, shared with NodeUnschedulable)."""
+    return t.tolerates(taint)
 
 
 def find_untolerated(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:

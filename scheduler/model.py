@@ -147,6 +147,16 @@ class Toleration:
     effect: str = ""             # "" matches every effect
     toleration_seconds: int | None = None
 
+    def tolerates(self, taint: "Taint") -> bool:
+        """Toleration.ToleratesTaint: an empty key with Exists matches every taint, an empty effect every effect."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
 
 @dataclass(frozen=True, slots=True)
 class Taint:
