@@ -72,7 +72,8 @@ class SchedulingQueue:
                  pre_enqueue: Callable[[QueuedPodInfo], Status],
                  hints: dict[str, dict[str, list[ClusterEventWithHint]]],
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
-                 max_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 max_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 flush_interval: float = 30.0) -> None:
         """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions)."""
         self.sort_key = sort_key
         self.pre_enqueue = pre_enqueue
@@ -80,6 +81,10 @@ class SchedulingQueue:
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.max_unschedulable = max_unschedulable
+        # the leftover flush runs from pop's own wait, so an idle scheduler with only parked pods still
+        # retries them after max_unschedulable (upstream: flushUnschedulablePodsLeftover every 30 s)
+        self.flush_interval = flush_interval
+        self._next_flush = clock() + flush_interval
         self.clock = clock
         self._active: list[tuple[tuple, int, str]] = []
         self._active_tokens: dict[str, int] = {}      # uid -> token of its live heap entry
@@ -264,6 +269,9 @@ class SchedulingQueue:
         """The next pod to schedule; None once the queue is closed."""
         while not self._closed:
             now = self.clock()
+            if now >= self._next_flush:
+                self._next_flush = now + self.flush_interval
+                self.flush_unschedulable_leftover()
             self._flush_backoff(now)
             while self._active:
                 _, token, uid = heapq.heappop(self._active)
@@ -284,9 +292,10 @@ class SchedulingQueue:
                     qi.initial_attempt = now
                 return qi
             self._wakeup.clear()
-            timeout = None
-            if self._backoff:
-                timeout = max(0.0, self._backoff[0][0] - now)
+            deadlines = [self._backoff[0][0]] if self._backoff else []
+            if self._parked:
+                deadlines.append(self._next_flush)
+            timeout = max(0.0, min(deadlines) - now) if deadlines else None
             # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that races the wake-up
             try:
                 async with asyncio.timeout(timeout):

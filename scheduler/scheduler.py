@@ -535,8 +535,6 @@ class Scheduler:
 
     async def run(self) -> None:
         """Pop and schedule until stopped. Yields to the loop between cycles."""
-        leftover_every = 30.0
-        next_leftover = time.monotonic() + leftover_every
         while not self._stopping:
             qi = await self.queue.pop()
             if qi is None:
@@ -547,9 +545,6 @@ class Scheduler:
                 log.exception("scheduling cycle for %s failed", qi.pod.key)
                 self.cache.forget(qi.pod)
                 self.queue.requeue_failed(qi, unschedulable=False)
-            if time.monotonic() >= next_leftover:
-                self.queue.flush_unschedulable_leftover()
-                next_leftover = time.monotonic() + leftover_every
             await asyncio.sleep(0)  # let informers and binding tasks run between cycles
 
     async def stop(self, drain_timeout: float = 10.0) -> None:

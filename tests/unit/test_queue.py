@@ -712,3 +712,17 @@ async def test_a_gang_member_is_not_requeued_by_its_own_gang_releasing_room() ->
     q._event_plugins.clear()
     assert q.on_event(freed, sibling, None) == 1  # b-0 moves: a-1's room may help gang b
     assert q.where["a-0"] == "unschedulable" and q.where["b-0"] != "unschedulable"
+
+
+async def test_an_idle_queue_still_flushes_pods_left_unschedulable_too_long() -> None:
+    # nothing active and no cluster event: pop's own wait must bring the parked pod back after
+    # max_unschedulable (upstream's periodic flushUnschedulablePodsLeftover), not wait forever
+    q = SchedulingQueue(lambda qi: (-qi.pod.priority, qi.timestamp), Gate(), {PROFILE: HINTS},
+                        max_unschedulable=0.05, flush_interval=0.05)
+    q.add(pod("a"), PROFILE)
+    qi = await asyncio.wait_for(q.pop(), 1)
+    qi.unschedulable_plugins = {"TestNodePlugin"}
+    q.requeue_failed(qi, unschedulable=True)
+    assert q.where["a"] == "unschedulable"
+    again = await asyncio.wait_for(q.pop(), 2)
+    assert again.uid == "a"
