@@ -16,6 +16,7 @@ import signal
 import sys
 
 from scheduler.framework.registry import ConfigError
+from scheduler.podgroups import STATUS_BURST, STATUS_QPS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,6 +26,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz, /livez, /metrics")
     p.add_argument("--secure-port", "--port", dest="port", type=int, default=10259,
                    help="port for health and metrics (0 disables; plain HTTP)")
+    p.add_argument("--podgroup-status-qps", type=float, default=STATUS_QPS,
+                   help="PodGroup status writes per second, over all groups (default %(default)s); a burst of "
+                        "gangs then sees each group's newest state a little later instead of slowing binds")
+    p.add_argument("--podgroup-status-burst", type=int, default=STATUS_BURST,
+                   help="PodGroup status writes allowed at once above the rate (default %(default)s)")
     p.add_argument("-v", "--v", dest="verbosity", type=int, nargs="?", const=2, default=0,
                    help="log verbosity: 0 warnings, 1-2 info, 3+ debug (klog-style -v=N)")
     return p
@@ -48,7 +54,8 @@ async def _serve(args: argparse.Namespace, config) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     async with App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
-                   health_port=args.port or None) as app:
+                   health_port=args.port or None, podgroup_status_qps=args.podgroup_status_qps,
+                   podgroup_status_burst=args.podgroup_status_burst) as app:
         waiter = asyncio.create_task(app.wait())
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -76,7 +83,12 @@ def tune_malloc() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.podgroup_status_qps <= 0:
+        p.error(f"--podgroup-status-qps must be greater than 0, got {args.podgroup_status_qps}")
+    if args.podgroup_status_burst < 1:
+        p.error(f"--podgroup-status-burst must be at least 1, got {args.podgroup_status_burst}")
     tune_malloc()
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity <= 2 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

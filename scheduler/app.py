@@ -22,7 +22,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.observe import EventRecorder, Metrics, serve_health
-from scheduler.podgroups import PodGroupController
+from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
 
 log = logging.getLogger("tandem.app")
@@ -32,12 +32,15 @@ PODGROUPS_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
 
 class App:
     def __init__(self, config: SchedulerConfig, kubeconfig: str | None = None,
-                 health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None) -> None:
+                 health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None,
+                 podgroup_status_qps: float = STATUS_QPS, podgroup_status_burst: int = STATUS_BURST) -> None:
         self.config = config
         self.kubeconfig = kubeconfig
         self.health_host = health_host
         self.health_port = health_port      # None: no health/metrics server
         self.client = client
+        self.podgroup_status_qps = podgroup_status_qps
+        self.podgroup_status_burst = podgroup_status_burst
         self.metrics = Metrics()
         self.scheduler: Scheduler | None = None
         self._stack = AsyncExitStack()
@@ -62,6 +65,8 @@ class App:
             self.client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
                                                 burst=self.config.client_burst)
             stack.push_async_callback(self.client.close)
+        if hasattr(self.client, "counts"):
+            self.metrics.bind_client(self.client)
         name = self.config.profiles[0].scheduler_name
         events = EventRecorder(self.client.create_event, name, patch=getattr(self.client, "patch_event", None),
                                metrics=self.metrics)
@@ -86,7 +91,8 @@ class App:
                 on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
                 on_delete=sched.on_pod_group_delete))
             # listening before the informers start: their initial lists mark every group dirty
-            self.pod_group_controller = PodGroupController(sched, self.client, events)
+            self.pod_group_controller = PodGroupController(sched, self.client, events, qps=self.podgroup_status_qps,
+                                                          burst=self.podgroup_status_burst)
             sched.group_listeners.append(self.pod_group_controller.on_pod_change)
         else:
             log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",

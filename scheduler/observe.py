@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 import prometheus_client
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import choose_encoder
 
 from scheduler.model import Node, Pod
@@ -192,10 +193,47 @@ class Metrics:
         self.preemption_attempts.inc()
         self.preemption_victims.observe(victims)
 
+    def bind_client(self, client: Any) -> None:
+        """Export client-go's ``rest_client_requests_total{code,host,method}`` from ``client.counts``.
+
+        Read at scrape time (a custom collector), so a request costs the
+        client one Counter increment and nothing here. ``client.counts`` maps
+        ``(verb, code)`` to attempts; verbs become HTTP methods as client-go
+        labels them.
+        """
+        self.registry.register(_RestClientCollector(client))
+
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The registry in the text format the ``Accept`` header asks for: (body, content type)."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
+
+
+# the HTTP method of each APIClient verb, for rest_client_requests_total{method}
+_VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", "update": "PUT",
+                 "patch": "PATCH", "delete": "DELETE"}
+
+
+class _RestClientCollector:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def describe(self) -> list[CounterMetricFamily]:
+        return [self._family()]
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily("rest_client_requests", "Number of HTTP requests, partitioned by status code, "
+                                   "method, and host.", labels=["code", "host", "method"])
+
+    def collect(self) -> list[CounterMetricFamily]:
+        fam = self._family()
+        host = str(getattr(self.client, "host", "")).split("://", 1)[-1]
+        totals: collections.Counter[tuple[str, str]] = collections.Counter()
+        for (verb, code), n in list(self.client.counts.items()):
+            totals[code, _VERB_METHODS.get(verb, verb.upper())] += n
+        for (code, method), n in sorted(totals.items()):
+            fam.add_metric([code, host, method], n)
+        return [fam]
 
 
 # ---------------------------------------------------------------------------- health server

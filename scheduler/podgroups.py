@@ -53,12 +53,20 @@ status at most once per ``interval`` (0.5 s): the first change of a quiet
 group is written at once, later ones are folded into one write at the end
 of the interval. A write is a JSON merge patch of only the fields that
 differ from what the API (or our own last write, until the informer shows
-it) says, on the ``podgroups/status`` subresource. At most
-``MAX_IN_FLIGHT`` writes are under way at once, so that a burst of new
-gangs cannot queue hundreds of status writes ahead of binds in the
-client's QPS limit; groups left dirty meanwhile are written later, with
-whatever changed in between folded in. Groups whose members all
-belong to another scheduler are left alone.
+it) says, on the ``podgroups/status`` subresource.
+
+Status is reporting, not scheduling, so its writes are budgeted: at most
+``qps`` writes a second (burst ``burst``; 50 and 100 by default, ten times
+scheduler-plugins' controller, whose ``--qps``/``--burst`` default to 5
+and 10) and ``MAX_IN_FLIGHT`` under way at once. A write is an HTTP
+request and comes back as a watch event, both paid by the process that
+binds; without a budget a burst of 2,000 small gangs cost two status
+writes per gang, as many requests as a third of the binds. Dirty groups
+wait their turn oldest first, and a group that changes again while it
+waits is still written once, with everything folded in; so a quiet
+cluster sees every change at once and a burst sees the newest state of
+each group a little later. Groups whose members all belong to another
+scheduler are left alone.
 
 This module never blocks the scheduling loop: recomputing is synchronous
 and bounded by the group's members, API writes run as tasks, and their
@@ -69,6 +77,7 @@ errors are logged and retried with backoff. It never writes
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
@@ -93,6 +102,8 @@ FAILED = "Failed"
 FINAL_PHASES = (FINISHED, FAILED)
 
 STATUS_INTERVAL = 0.5          # seconds between two status writes of one group
+STATUS_QPS = 50.0              # status writes a second, over all groups (scheduler-plugins' controller: 5)
+STATUS_BURST = 100
 MAX_IN_FLIGHT = 16             # status writes under way at once: binds share the client's QPS budget
 MAX_RETRY_FACTOR = 64          # a failing group is retried at most every interval * this
 
@@ -242,8 +253,10 @@ class PodGroupController:
     """
 
     def __init__(self, scheduler: Any, client: Any, events: Any = None, *, interval: float = STATUS_INTERVAL,
-                 max_in_flight: int = MAX_IN_FLIGHT, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 max_in_flight: int = MAX_IN_FLIGHT, qps: float = STATUS_QPS, burst: int = STATUS_BURST,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"PodGroup status writes need qps > 0 and burst >= 1, got qps={qps} burst={burst}")
         self.scheduler = scheduler
         self.client = client
         self.events = events
@@ -251,7 +264,11 @@ class PodGroupController:
         self.max_in_flight = max_in_flight
         self.clock = clock
         self.wall = wall
-        self.dirty: set[str] = set()
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._refilled = clock()
+        self.dirty: dict[str, None] = {}              # an ordered set: oldest change first
         self._last_write: dict[str, float] = {}       # key -> clock() when its last write started
         self._failures: dict[str, int] = {}           # key -> writes that failed in a row
         self._sent: dict[str, dict[str, Any]] = {}    # key -> fields written that the informer may not show yet
@@ -265,9 +282,10 @@ class PodGroupController:
 
     def on_pod_change(self, key: str) -> None:
         """A member pod or the PodGroup ``key`` ("ns/name") changed. O(1); called from informer handlers."""
-        self.dirty.add(key)
-        if self._wake is not None:
-            self._wake.set()
+        if key not in self.dirty:
+            self.dirty[key] = None
+            if self._wake is not None:
+                self._wake.set()
 
     # ------------------------------------------------------------------ computing
 
@@ -347,10 +365,18 @@ class PodGroupController:
     def sync(self) -> float | None:
         """Handle the dirty groups that are due. Returns seconds until the next one is due (None: none waits)."""
         now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * self.qps)
+        self._refilled = now
         wait: float | None = None
-        for key in list(self.dirty):
+        # a bounded look at the oldest: the rest of a long backlog waits for tokens anyway, and copying
+        # all of it on every wake would make a burst quadratic
+        look = int(self._tokens) + self.max_in_flight + self.burst
+        for key in list(itertools.islice(self.dirty, look)):
             if len(self._writing) >= self.max_in_flight:
-                break      # the client's QPS is shared with binds; a finishing writer wakes us
+                break      # a finishing writer wakes us
+            if self._tokens < 1.0:
+                refill = (1.0 - self._tokens) / self.qps
+                return refill if wait is None else min(wait, refill)
             if key in self._writing:
                 continue   # its writer wakes us when done
             due = self._last_write.get(key, -math.inf) + self.interval * min(2 ** self._failures.get(key, 0),
@@ -358,33 +384,36 @@ class PodGroupController:
             if due > now:
                 wait = due - now if wait is None else min(wait, due - now)
                 continue
-            self.dirty.discard(key)
+            del self.dirty[key]
             try:
-                self._sync_group(key, now)
+                if self._sync_group(key, now):
+                    self._tokens -= 1.0
             except Exception:  # noqa: BLE001 - one odd object must not stop the others' status
                 log.exception("PodGroup %s: computing its status failed", key)
         return wait
 
-    def _sync_group(self, key: str, now: float) -> None:
+    def _sync_group(self, key: str, now: float) -> bool:
+        """Recompute group ``key``, record its events, start its status write. Did it start one?"""
         pg = self.scheduler.pod_groups.get(key)
         if pg is None:
             self._forget(key)
-            return
+            return False
         known = self._known(key, pg.get("status") or {})
         got = self.desired(key, str(known["phase"] or ""))
         if got is None:
-            return
+            return False
         want, counts, min_member = got
         patch = {k: v for k, v in want.items() if known.get(k) != v}
         self._report(key, pg, want, counts, min_member, known)
         if not patch:
-            return
+            return False
         self._sent.setdefault(key, {}).update(patch)
         self._last_write[key] = now
         self._writing.add(key)
         task = asyncio.ensure_future(self._write(key, patch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return True
 
     def _report(self, key: str, pg: dict[str, Any], want: dict[str, Any], counts: GangCounts, min_member: int,
                 known: dict[str, Any]) -> None:
@@ -420,7 +449,7 @@ class PodGroupController:
             else:
                 self._failures[key] = self._failures.get(key, 0) + 1
                 log.warning("PodGroup %s: cannot write its status: %s", key, exc)
-                self.dirty.add(key)
+                self.dirty[key] = None
         finally:
             self._writing.discard(key)
             if self.dirty and self._wake is not None:

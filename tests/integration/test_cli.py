@@ -44,6 +44,14 @@ def test_a_missing_config_file_is_exit_code_1(tmp_path, capsys) -> None:
     assert "nope.yaml" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag, value", [("--podgroup-status-qps", "0"), ("--podgroup-status-burst", "0")])
+def test_a_podgroup_status_budget_that_could_never_write_is_a_usage_error(capsys, flag, value) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([flag, value])
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err
+
+
 async def test_the_process_schedules_a_pod_and_stops_cleanly_on_sigterm(tmp_path) -> None:
     kubeconfig = tmp_path / "sim.kubeconfig"
     async with SimCluster(nodes=2, kubeconfig=kubeconfig) as cluster:

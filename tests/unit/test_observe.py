@@ -121,6 +121,26 @@ def test_each_metrics_object_has_its_own_registry() -> None:
     assert b.schedule_attempts.labels(SCHEDULED, "p")._value.get() == 0
 
 
+def test_rest_client_requests_are_counted_by_code_host_and_method_at_scrape_time() -> None:
+    from collections import Counter as Tally
+
+    class Client:
+        host = "https://10.0.0.1:6443"
+        counts = Tally({("create", "201"): 3, ("get", "200"): 2, ("list", "200"): 1, ("patch", "409"): 1})
+
+    m = Metrics()
+    client = Client()
+    m.bind_client(client)
+    got = {(s.labels["code"], s.labels["host"], s.labels["method"]): s.value
+           for s in families(m.exposition()[0].decode())["rest_client_requests"].samples}
+    assert got == {("201", "10.0.0.1:6443", "POST"): 3, ("200", "10.0.0.1:6443", "GET"): 3,
+                   ("409", "10.0.0.1:6443", "PATCH"): 1}
+    client.counts["create", "201"] += 1   # read afresh on every scrape
+    got = {s.labels["method"]: s.value for s in families(m.exposition()[0].decode())["rest_client_requests"].samples
+           if s.labels["code"] == "201"}
+    assert got == {"POST": 4}
+
+
 class Queued:
     def __init__(self, attempts: int, initial_attempt: float) -> None:
         self.attempts = attempts

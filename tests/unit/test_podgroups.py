@@ -305,7 +305,7 @@ async def test_failed_writes_are_retried_with_backoff() -> None:
     env.group(min_member=1)
     env.client.fail_with = RuntimeError("boom")
     await env.sync()
-    assert env.ctl.dirty == {"default/g"}
+    assert list(env.ctl.dirty) == ["default/g"]
     env.client.fail_with = None
     env.clock.t += 0.6
     assert await env.sync() == pytest.approx(0.4), "the retry waits twice the interval"
@@ -443,3 +443,43 @@ async def test_only_a_few_writes_are_under_way_at_once_and_the_rest_wait_their_t
         env.ctl.sync()
         await env.ctl.flush()
     assert sorted(p for p, _ in env.client.patches) == sorted(status_path(f"default/{n}") for n in "abcde")
+
+
+async def test_status_writes_are_budgeted_oldest_first_and_a_waiting_group_is_written_once() -> None:
+    env = Env()
+    env.ctl = PodGroupController(env.sched, env.client, env.events, interval=0.5, qps=10, burst=3,
+                                 clock=env.clock, wall=env.wall)
+    env.sched.group_listeners[:] = [env.ctl.on_pod_change]
+    for name in "abcdef":
+        env.group(name, min_member=1)
+    wait = env.ctl.sync()
+    await env.ctl.flush()
+    written = [p.rsplit("/", 2)[-2] for p, _ in env.client.patches]
+    assert written == ["a", "b", "c"], "the burst is spent on the oldest changes"
+    assert wait == pytest.approx(0.1), "the next token comes after 1/qps"
+    # d changes twice more while it waits: it keeps its place and is written once, with both folded in
+    env.pod("d1", group="d")
+    env.pod("d2", group="d")
+    assert list(env.ctl.dirty) == ["default/d", "default/e", "default/f"]
+    env.clock.t += 0.1
+    env.ctl.sync()
+    await env.ctl.flush()
+    assert [p.rsplit("/", 2)[-2] for p, _ in env.client.patches[3:]] == ["d"]
+    assert env.client.patches[3][1]["status"]["phase"] == PRE_SCHEDULING
+    env.clock.t += 0.2
+    env.ctl.sync()
+    await env.ctl.flush()
+    assert [p.rsplit("/", 2)[-2] for p, _ in env.client.patches[4:]] == ["e", "f"]
+    assert not env.ctl.dirty
+    # an unchanged group costs no token: recomputing it writes nothing
+    env.ctl.on_pod_change("default/a")
+    env.clock.t += 1.0
+    env.ctl.sync()
+    assert len(env.client.patches) == 6 and env.ctl._tokens == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("qps, burst", [(0, 10), (-1, 10), (5, 0)])
+def test_a_status_budget_that_could_never_write_is_refused(qps: float, burst: int) -> None:
+    env = Env()
+    with pytest.raises(ValueError, match="qps > 0 and burst >= 1"):
+        PodGroupController(env.sched, env.client, qps=qps, burst=burst)
