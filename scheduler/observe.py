@@ -310,6 +310,9 @@ PREEMPTING = "Preempting"
 
 MAX_NOTE_BYTES = 1024               # events.k8s.io validation: note is at most 1 KiB
 QUEUE_CAPACITY = 1000               # client-go's maxQueuedEvents
+WRITE_CONCURRENCY = 64              # event writes under way at once. client-go has one sink goroutine, but
+                                    # its round trip is cheap; here 1 in flight dropped 70% of the events of a
+                                    # 1,000 pods/s burst, 32 dropped 10%, 64 none (GangBasic/5000Nodes)
 SERIES_FINISH_SECONDS = 6 * 60      # client-go's finishTime: a series ends after this long without a repeat
 SERIES_REFRESH_SECONDS = 30 * 60    # client-go's refreshTime: a running series' count is written at least this often
 
@@ -374,7 +377,7 @@ class EventRecorder:
                  capacity: int = QUEUE_CAPACITY, metrics: Metrics | None = None,
                  clock_ns: Callable[[], int] = time.time_ns, monotonic: Callable[[], float] = time.monotonic,
                  finish_seconds: float = SERIES_FINISH_SECONDS,
-                 refresh_seconds: float = SERIES_REFRESH_SECONDS) -> None:
+                 refresh_seconds: float = SERIES_REFRESH_SECONDS, concurrency: int = WRITE_CONCURRENCY) -> None:
         self._create = create
         self._patch = patch
         self.scheduler_name = scheduler_name
@@ -386,6 +389,10 @@ class EventRecorder:
         self._finish = finish_seconds
         self._refresh = refresh_seconds
         self._queue: collections.deque[tuple[tuple, dict[str, Any]]] = collections.deque()
+        self._concurrency = max(1, concurrency)
+        self._writes: set[asyncio.Task[None]] = set()
+        self._last_write: dict[tuple, asyncio.Task[None]] = {}   # series key -> its newest write
+        self._room = asyncio.Event()
         self._cache: dict[tuple, _Cached] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -483,11 +490,19 @@ class EventRecorder:
 
     @property
     def pending(self) -> int:
-        return len(self._queue)
+        """Events queued or being written."""
+        return len(self._queue) + len(self._writes)
 
     # -- the consumer side
 
     async def _run(self) -> None:
+        try:
+            await self._consume()
+        finally:
+            for task in list(self._writes):   # cancelled (stop timed out): the writes under way go too
+                task.cancel()
+
+    async def _consume(self) -> None:
         next_sweep = self._monotonic() + self._finish
         while True:
             if not self._queue and not self._stopping:
@@ -498,56 +513,84 @@ class EventRecorder:
                 except TimeoutError:
                     pass
             while self._queue:
+                if len(self._writes) >= self._concurrency:
+                    # the queue, not a pile of tasks, absorbs a burst: it is bounded and drops the oldest
+                    self._room.clear()
+                    await self._room.wait()
+                    continue
                 key, event = self._queue.popleft()
                 try:
-                    await self._record(key, event)
+                    self._record(key, event)
                 except Exception:  # noqa: BLE001 - a bug here must not end event recording
                     log.exception("event recorder failed on %s", event.get("reason"))
             if self._stopping:
-                await self._sweep(final=True)
+                self._sweep(final=True)
+                while self._writes:
+                    await asyncio.gather(*list(self._writes), return_exceptions=True)
                 return
             if self._monotonic() >= next_sweep:
-                await self._sweep()
+                self._sweep()
                 next_sweep = self._monotonic() + self._finish
 
-    async def _record(self, key: tuple, event: dict[str, Any]) -> None:
+    def _submit(self, key: tuple, event: dict[str, Any], patch: dict[str, Any] | None) -> None:
+        """Write in a task, at most ``concurrency`` at once; writes of one series stay in order."""
+        before = self._last_write.get(key)
+
+        async def write() -> None:
+            if before is not None and not before.done():
+                await asyncio.wait((before,))   # a series patch must not overtake the create of its object
+            await self._write(event, patch)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._writes.add(task)
+        self._last_write[key] = task
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._writes.discard(t)
+            if self._last_write.get(key) is t:
+                del self._last_write[key]
+            self._room.set()
+
+        task.add_done_callback(done)
+
+    def _record(self, key: tuple, event: dict[str, Any]) -> None:
         now = self._monotonic()
         cached = self._cache.get(key)
         if cached is not None and now - cached.last_observed > self._finish:
-            await self._finish_series(key, cached)
+            self._finish_series(key, cached)
             cached = None
         if cached is None:
             # the cache keeps its own copy: the sink may hold on to what it was given
             self._cache[key] = _Cached(dict(event), now, last_written=now)
-            await self._write(event, None)
+            self._submit(key, event, None)
             return
         cached.count += 1
         cached.last_observed = now
         cached.event["series"] = {"count": cached.count, "lastObservedTime": _micro_time(self._clock_ns())}
         if cached.count == 2:        # the first repeat turns the event into a series at once, as upstream
-            await self._write_series(cached)
+            self._write_series(key, cached)
         else:
             cached.dirty = True
 
-    async def _sweep(self, final: bool = False) -> None:
+    def _sweep(self, final: bool = False) -> None:
         """End quiet series (writing their final count), refresh long ones, forget old singletons."""
         now = self._monotonic()
         for key, cached in list(self._cache.items()):
             if final or now - cached.last_observed > self._finish:
-                await self._finish_series(key, cached)
+                self._finish_series(key, cached)
             elif cached.dirty and now - cached.last_written > self._refresh:
-                await self._write_series(cached)
+                self._write_series(key, cached)
 
-    async def _finish_series(self, key: tuple, cached: _Cached) -> None:
+    def _finish_series(self, key: tuple, cached: _Cached) -> None:
         self._cache.pop(key, None)
         if cached.dirty:
-            await self._write_series(cached)
+            self._write_series(key, cached)
 
-    async def _write_series(self, cached: _Cached) -> None:
+    def _write_series(self, key: tuple, cached: _Cached) -> None:
         cached.dirty = False
         cached.last_written = self._monotonic()
         series = dict(cached.event["series"])
-        await self._write({**cached.event, "series": series}, {"series": series})
+        self._submit(key, {**cached.event, "series": series}, {"series": series})
 
     async def _write(self, event: dict[str, Any], patch: dict[str, Any] | None) -> None:
         try:

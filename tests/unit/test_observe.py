@@ -344,12 +344,54 @@ async def test_recording_never_blocks_and_drops_the_oldest_when_full() -> None:
     await asyncio.sleep(0)                              # the task takes R0 and blocks in create
     for i in range(1, 6):
         rec.eventf(POD, None, WARNING, f"R{i}", SCHEDULING, "note %d", i)
-    assert rec.pending == 3 and rec.dropped == 2
+    assert rec.pending == 4 and rec.dropped == 2         # 3 queued, R0 being written
     assert m.events_dropped._value.get() == 2
     sink.gate.set()
     await rec.stop()
     assert [e["reason"] for e in sink.created] == ["R0", "R3", "R4", "R5"]
     assert sink.created[-1]["note"] == "note 5"
+
+
+async def test_writes_run_concurrently_up_to_the_limit_and_the_queue_holds_the_rest() -> None:
+    sink = Sink()
+    sink.gate = asyncio.Event()                         # the API server is slow
+    rec = recorder(sink, concurrency=2)
+    rec.start()
+    for i in range(5):
+        rec.eventf(POD, None, NORMAL, f"R{i}", BINDING, "n")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert len(rec._writes) == 2 and len(rec._queue) == 3, "two writes under way, three waiting"
+    sink.gate.set()
+    await rec.stop()
+    assert sorted(e["reason"] for e in sink.created) == [f"R{i}" for i in range(5)]
+
+
+async def test_a_series_patch_waits_for_the_create_of_its_first_object() -> None:
+    sink = Sink()
+    sink.gate = asyncio.Event()
+    order: list[str] = []
+    create, patch = sink.create, sink.patch
+
+    async def tracked_create(event: dict[str, Any]) -> Any:
+        out = await create(event)
+        order.append("create")
+        return out
+
+    async def tracked_patch(event: dict[str, Any], p: dict[str, Any]) -> Any:
+        order.append("patch")
+        return await patch(event, p)
+
+    rec = EventRecorder(tracked_create, "tandem-scheduler", patch=tracked_patch, hostname="h")
+    rec.start()
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")   # count 2: patched at once
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert order == [], "the patch is held while the create is under way"
+    sink.gate.set()
+    await rec.stop()
+    assert order == ["create", "patch"]
 
 
 async def test_stop_drains_what_was_queued_before_start() -> None:
