@@ -280,6 +280,19 @@ async def _unless_it_dies(proc: Any, work: Awaitable[None], every: float = 0.5) 
             await asyncio.gather(task, return_exceptions=True)
 
 
+async def _final_requests(metrics_url: str | None) -> tuple[dict[str, float], float | None]:
+    """The scheduler's API requests by method and dropped events, scraped once at the end (best effort)."""
+    from bench.metrics import api_requests, scrape
+
+    if not metrics_url:
+        return {}, None
+    try:
+        return api_requests(await scrape(metrics_url))
+    except Exception as exc:  # noqa: BLE001 - a missing count must not fail the run
+        print(f"{PROG}: could not read the scheduler's request counts from {metrics_url}: {exc}", file=sys.stderr)
+        return {}, None
+
+
 async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                   desc: str) -> tuple[Any, str | None]:
     """Run ``workload`` once against a fresh target with ``spec`` scheduling: (RunMetrics, attempt-latency note)."""
@@ -302,6 +315,7 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                 if scraper is not None:
                     await scraper.start()
                 attempt = None
+                requests: tuple[dict[str, float], float | None] = ({}, None)
                 try:
                     with ProgressBar(desc) as bar:
                         await _unless_it_dies(served.proc, run_workload(
@@ -309,9 +323,11 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                 finally:
                     if scraper is not None:
                         attempt = await scraper.stop()
+                        requests = await _final_requests(served.metrics_url)
                     if sampler is not None:
                         await sampler.stop()
         metrics = collect(recorder, workload.full_name, spec.label, attempt=attempt, sampler=sampler)
+        metrics.requests, metrics.events_dropped = requests
         if scraper is None:
             metrics_note = None
         else:

@@ -285,6 +285,29 @@ def attempt_histograms(text: str, results: Sequence[str] = ATTEMPT_RESULTS) -> d
     return {r: parse_prometheus_histogram(text, ATTEMPT_METRIC, {"result": r}) for r in results}
 
 
+REQUESTS_METRIC = "rest_client_requests"        # client-go's, kube-scheduler and tandem both export it
+EVENTS_DROPPED_METRIC = "tandem_event_recorder_dropped_events"
+
+
+def api_requests(text: str) -> tuple[dict[str, float], float | None]:
+    """(requests by HTTP method over the scheduler's life, events it dropped or None) from a /metrics text.
+
+    ``rest_client_requests_total{code,host,method}`` summed over code and
+    host; an exposition without it gives ``{}``.
+    """
+    by_method: dict[str, float] = {}
+    dropped: float | None = None
+    for family in text_string_to_metric_families(text):
+        if family.name == REQUESTS_METRIC:
+            for s in family.samples:
+                if s.name == f"{REQUESTS_METRIC}_total":
+                    method = s.labels.get("method", "")
+                    by_method[method] = by_method.get(method, 0.0) + float(s.value)
+        elif family.name == EVENTS_DROPPED_METRIC:
+            dropped = sum(float(s.value) for s in family.samples if s.name.endswith("_total"))
+    return by_method, dropped
+
+
 async def scrape(metrics_url: str, timeout: float = 10.0) -> str:
     """GET a Prometheus text exposition (no ``Accept`` header: the classic text format)."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
@@ -529,6 +552,8 @@ class RunMetrics:
     cpu_seconds: float | None = None
     overall: float | None = None                    # bound / (last bind - first collecting start); unsampled
     gangs: list[float] = field(default_factory=list)  # per complete gang: last member created -> last bound, s
+    requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
+    events_dropped: float | None = None             # events its recorder dropped, whole run (tandem only)
 
     def throughput_avg(self, sampled: bool | None = None) -> float | None:
         """The headline throughput: SchedulingThroughput's Average, else the overall rate.

@@ -105,6 +105,8 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "gangs_complete": len(m.gangs),
         "rss_peak_bytes": m.rss_peak,
         "cpu_seconds": m.cpu_seconds,
+        "api_requests": dict(m.requests),
+        "events_dropped": m.events_dropped,
     }
 
 
@@ -222,6 +224,10 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s")
     else:
         lines.append("  scheduler    RSS/CPU - (not a local process started by tandem-bench)")
+    if m.requests:
+        counts = "  ".join(f"{method} {n:,.0f}" for method, n in sorted(m.requests.items(), key=lambda kv: -kv[1]))
+        dropped = "" if m.events_dropped is None else f"; events dropped {m.events_dropped:,.0f}"
+        lines.append(f"  requests     {counts}  (whole run{dropped})")
     if ceiling is not None:
         lines.append("  ceiling      " + ceiling_line(m, ceiling))
     return "\n".join(lines)

@@ -431,3 +431,24 @@ def test_gang_latency_runs_from_the_last_member_created_to_the_last_member_bound
     r.created("ns/solo", 1.0)                     # not a gang member
     r.bound("ns/solo", 9.0, "n")
     assert gang_latencies(r) == [2.5]
+
+
+def test_api_requests_sum_codes_and_hosts_per_method_and_read_dropped_events() -> None:
+    from bench.metrics import api_requests
+
+    text = """# TYPE rest_client_requests_total counter
+rest_client_requests_total{code="201",host="a:6443",method="POST"} 7000
+rest_client_requests_total{code="409",host="a:6443",method="POST"} 3
+rest_client_requests_total{code="200",host="a:6443",method="PATCH"} 435
+rest_client_requests_total{code="200",host="b:6443",method="GET"} 9
+# TYPE tandem_event_recorder_dropped_events_total counter
+tandem_event_recorder_dropped_events_total 12
+"""
+    assert api_requests(text) == ({"POST": 7003.0, "PATCH": 435.0, "GET": 9.0}, 12.0)
+
+
+def test_api_requests_of_a_scheduler_without_those_metrics_are_empty() -> None:
+    from bench.metrics import api_requests
+
+    assert api_requests("# TYPE scheduler_pending_pods gauge\nscheduler_pending_pods{queue=\"active\"} 0\n") == (
+        {}, None)

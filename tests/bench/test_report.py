@@ -91,6 +91,16 @@ def test_summary_fits_one_screen_and_says_everything():
     assert "25.0 %" in text
 
 
+def test_summary_and_json_give_the_schedulers_api_requests_and_dropped_events(tmp_path):
+    m = run()
+    m.requests, m.events_dropped = {"PATCH": 435.0, "POST": 14302.0, "GET": 9.0}, 0.0
+    assert "requests     POST 14,302  PATCH 435  GET 9  (whole run; events dropped 0)" in summary_text(m)
+    json_path, _ = write_report(tmp_path, [m], metadata(), "req", title="t")
+    (r,) = json.loads(json_path.read_text())["runs"]
+    assert r["api_requests"] == {"PATCH": 435.0, "POST": 14302.0, "GET": 9.0} and r["events_dropped"] == 0.0
+    assert "requests" not in summary_text(run()), "no line when the scheduler exports no request counts"
+
+
 def test_summary_of_an_unsampled_external_run_says_what_is_missing():
     m = RunMetrics("W/x", "default-scheduler", measured=10, bound=10, overall=55.0)
     text = summary_text(m)
