@@ -110,8 +110,27 @@ def _ceil(x: Fraction | int) -> int:
     return -((-x.numerator) // x.denominator)
 
 
+_canonical_cache: dict[tuple[str, str], int] = {}
+
+
 def canonical(resource: str, value: Any) -> int:
-    """A quantity in the scheduler's unit for ``resource``: millicores for cpu, base units otherwise."""
+    """A quantity in the scheduler's unit for ``resource``: millicores for cpu, base units otherwise.
+
+    String quantities are memoized per (resource, text): a burst of pods repeats a handful of values,
+    and the exact Fraction arithmetic below is most of the cost of parsing a pod.
+    """
+    if isinstance(value, str):
+        hit = _canonical_cache.get((resource, value))
+        if hit is not None:
+            return hit
+        out = _canonical(resource, value)
+        if len(_canonical_cache) < 4096:
+            _canonical_cache[resource, value] = out
+        return out
+    return _canonical(resource, value)
+
+
+def _canonical(resource: str, value: Any) -> int:
     q = parse_quantity(value)
     if q < 0:
         raise QuantityError(f"must be greater than or equal to 0, got {value!r}")
