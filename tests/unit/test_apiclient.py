@@ -120,9 +120,13 @@ def make_client(url: str, **kwargs: Any) -> APIClient:
     return APIClient(cfg, **kwargs)
 
 
-@pytest.fixture
-async def client(fake):
+@pytest.fixture(params=["transport", "aiohttp"])
+async def client(fake, request):
+    """Both request paths: the keep-alive transport, and aiohttp (what a configured proxy gets)."""
     c = make_client(fake.url)
+    if request.param == "aiohttp":
+        await c.transport.close()
+        c.transport = None
     yield c
     await c.close()
 
@@ -647,3 +651,15 @@ async def test_https_insecure_skip_tls_verify(tls_server, tmp_path):
     async with await from_kubeconfig(path) as c:
         await c.get("/version")
     assert len(seen) == 1
+
+
+async def test_a_configured_proxy_sends_everything_through_aiohttp_which_honours_it():
+    cfg = k8s_client.Configuration(host="https://10.0.0.1:6443")
+    cfg.proxy = "http://proxy.internal:3128"
+    c = APIClient(cfg)
+    assert c.transport is None and c._request_kw["proxy"] == "http://proxy.internal:3128"
+    await c.close()
+    direct = make_client("https://10.0.0.1:6443/k8s/clusters/c-1")
+    assert (direct.transport.host, direct.transport.port, direct.transport.base_path) == (
+        "10.0.0.1", 6443, "/k8s/clusters/c-1")
+    await direct.close()
