@@ -48,7 +48,9 @@ def test_run_starts_tandem_and_writes_the_report(tmp_path):
     assert meta["scheduler"]["config"] == "default" and meta["workload"]["params"]["measurePods"] == 20
     (run,) = doc["runs"]
     assert run["rss_peak_bytes"] > 0 and run["cpu_seconds"] is not None
-    assert run["attempt_latency"]["scheduled"]["count"] >= 15     # the opening scrape may race a few
+    # the window's opening scrape races the first binds (more of them on a loaded machine), so some of the
+    # 20 measured attempts may fall before it; none of the setup's may fall inside
+    assert 0 < run["attempt_latency"]["scheduled"]["count"] <= 20
 
 
 @needs_runner
