@@ -13,7 +13,7 @@ response into model objects (about 120 us per pod against 3 us for
 ``Status`` the generated ``create_namespaced_binding`` cannot parse. So this
 module speaks raw JSON and hands out plain dicts: request/response calls
 go through :mod:`scheduler.transport` (a keep-alive HTTP/1.1 pool with the
-httptools parser, a third of aiohttp's CPU per request), watches and
+httptools parser, 25-60% less CPU per request than aiohttp), watches and
 everything behind a proxy through aiohttp. kubernetes-
 asyncio is used for what it is good at: reading kubeconfig / in-cluster
 config and carrying authentication (its token refresh hook is called before
@@ -325,17 +325,21 @@ class APIClient:
         if configuration.proxy:
             self._request_kw["proxy"] = configuration.proxy
         self._static_headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        url = urlsplit(self.host)   # checked before anything is opened, so a bad address leaks nothing
+        try:
+            port = url.port
+        except ValueError as exc:
+            raise ConfigError(f"API server address {configuration.host!r}: {exc}") from exc
+        if not url.hostname:
+            raise ConfigError(f"API server address {configuration.host!r} has no host")
         ssl_ctx = self._ssl_context(configuration)
         connector = aiohttp.TCPConnector(limit=max_connections, ssl=ssl_ctx)
         # watch events of big objects exceed aiohttp's 64 KiB default buffer (kubernetes-asyncio does the same)
         self.session = aiohttp.ClientSession(connector=connector, read_bufsize=2 ** 21)
         self.transport: Transport | None = None   # None: every call through aiohttp (a proxy is configured)
         if not configuration.proxy:
-            url = urlsplit(self.host)
-            if not url.hostname:
-                raise ConfigError(f"API server address {configuration.host!r} has no host")
             self.transport = Transport(
-                url.hostname, url.port or (443 if url.scheme == "https" else 80),
+                url.hostname, port or (443 if url.scheme == "https" else 80),
                 ssl=ssl_ctx if isinstance(ssl_ctx, ssl.SSLContext) else None,
                 server_hostname=configuration.tls_server_name or None, base_path=url.path, limit=max_connections)
 

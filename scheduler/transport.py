@@ -1,11 +1,11 @@
 """A lean HTTP/1.1 keep-alive transport for the API client's request/response calls.
 
-Why not aiohttp here: a ``ClientSession`` request costs about 110 us of CPU
+Why not aiohttp here: a ``ClientSession`` request costs 90-170 us of CPU
 (cookie jar, tracing hooks, URL objects, timer contexts, response objects;
 ``python -m bench.micro_http`` measures it), and at 1,000 pods/s binds,
 events and status patches are 1,000-3,000 requests a second on the
-scheduler's one core. This transport does the same exchange for about
-40 us: one :class:`asyncio.Protocol` per connection, responses parsed by
+scheduler's one core. This transport does the same exchange for 25-60%
+less: one :class:`asyncio.Protocol` per connection, responses parsed by
 httptools (llhttp, the C parser uvicorn uses), idle connections kept in a
 LIFO pool so the warm ones are reused. aiohttp stays for watches (long
 streams read incrementally) and for everything when a proxy is configured.

@@ -663,3 +663,9 @@ async def test_a_configured_proxy_sends_everything_through_aiohttp_which_honours
     assert (direct.transport.host, direct.transport.port, direct.transport.base_path) == (
         "10.0.0.1", 6443, "/k8s/clusters/c-1")
     await direct.close()
+
+
+@pytest.mark.parametrize("host, word", [("https://10.0.0.1:port", "port"), ("https://:6443", "no host")])
+async def test_an_api_server_address_that_cannot_be_dialled_is_a_config_error(host, word):
+    with pytest.raises(apiclient.ConfigError, match=word):
+        APIClient(k8s_client.Configuration(host=host))
