@@ -211,6 +211,9 @@ class Transport:
         return conn
 
     def _head(self, method: str, path: str, query: str, headers: dict[str, str], body: bytes | None) -> bytes:
+        if "?" in path:   # a query written into the path, as aiohttp would take a str URL
+            path, inline = path.split("?", 1)
+            query = f"{inline}&{query}" if query else inline
         target = quote(self.base_path + path, safe=_SAFE_PATH)
         if query:
             target = f"{target}?{query}"

@@ -245,6 +245,14 @@ async def test_paths_are_percent_encoded_once_and_the_base_path_prefixes_them() 
     assert srv.requests[0].startswith(b"GET /k8s/clusters/c-1/api/v1/namespaces/a%20b/pods/x%2Fy HTTP/1.1\r\n")
 
 
+async def test_a_query_written_into_the_path_stays_a_query() -> None:
+    async with keep_alive_server() as srv:
+        t = Transport("127.0.0.1", srv.port)
+        await t.request("GET", "/api/v1/pods?limit=5", query="continue=abc")
+        await t.close()
+    assert srv.requests[0].startswith(b"GET /api/v1/pods?limit=5&continue=abc HTTP/1.1\r\n")
+
+
 async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -> None:
     async with keep_alive_server() as srv:
         t = Transport("127.0.0.1", srv.port)
