@@ -39,6 +39,7 @@ class App:
         self.health_host = health_host
         self.health_port = health_port      # None: no health/metrics server
         self.client = client
+        self.event_client: Any = None        # the events' own client (the scheduler's when one was passed in)
         self.podgroup_status_qps = podgroup_status_qps
         self.podgroup_status_burst = podgroup_status_burst
         self.metrics = Metrics()
@@ -65,11 +66,19 @@ class App:
             self.client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
                                                 burst=self.config.client_burst)
             stack.push_async_callback(self.client.close)
-        if hasattr(self.client, "counts"):
-            self.metrics.bind_client(self.client)
+            # events get a client of their own, as kube-scheduler's eventClient: same limits, a separate
+            # token bucket, so that recording events never halves the rate binds may use
+            self.event_client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
+                                                      burst=self.config.client_burst)
+            stack.push_async_callback(self.event_client.close)
+        else:
+            self.event_client = self.client
+        for client in {id(c): c for c in (self.client, self.event_client)}.values():
+            if hasattr(client, "counts"):
+                self.metrics.bind_client(client)
         name = self.config.profiles[0].scheduler_name
-        events = EventRecorder(self.client.create_event, name, patch=getattr(self.client, "patch_event", None),
-                               metrics=self.metrics)
+        events = EventRecorder(self.event_client.create_event, name,
+                               patch=getattr(self.event_client, "patch_event", None), metrics=self.metrics)
         events.start()
         stack.push_async_callback(events.stop)
         sched = self.scheduler = Scheduler(self.config, self.client, events, self.metrics)

@@ -138,6 +138,7 @@ class Metrics:
             registry=r)
         for q in (ACTIVE_Q, BACKOFF_Q, UNSCHEDULABLE_Q, GATED_Q):
             self.pending_pods.labels(q).set(0)
+        self._rest_clients: _RestClientCollector | None = None   # rest_client_requests_total, see bind_client
 
     # -- shorthands for the scheduler core; each is a couple of dict lookups and an add
 
@@ -199,9 +200,13 @@ class Metrics:
         Read at scrape time (a custom collector), so a request costs the
         client one Counter increment and nothing here. ``client.counts`` maps
         ``(verb, code)`` to attempts; verbs become HTTP methods as client-go
-        labels them.
+        labels them. Several clients (kube-scheduler's, like tandem's, has
+        one for events) add up per (code, host, method).
         """
-        self.registry.register(_RestClientCollector(client))
+        if self._rest_clients is None:
+            self._rest_clients = _RestClientCollector()
+            self.registry.register(self._rest_clients)
+        self._rest_clients.clients.append(client)
 
     def exposition(self, accept: str = "") -> tuple[bytes, str]:
         """The registry in the text format the ``Accept`` header asks for: (body, content type)."""
@@ -215,8 +220,8 @@ _VERB_METHODS = {"get": "GET", "list": "GET", "watch": "GET", "create": "POST", 
 
 
 class _RestClientCollector:
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self) -> None:
+        self.clients: list[Any] = []
 
     def describe(self) -> list[CounterMetricFamily]:
         return [self._family()]
@@ -227,12 +232,13 @@ class _RestClientCollector:
 
     def collect(self) -> list[CounterMetricFamily]:
         fam = self._family()
-        host = str(getattr(self.client, "host", "")).split("://", 1)[-1]
-        totals: collections.Counter[tuple[str, str]] = collections.Counter()
-        for (verb, code), n in list(self.client.counts.items()):
-            totals[code, _VERB_METHODS.get(verb, verb.upper())] += n
-        for (code, method), n in sorted(totals.items()):
-            fam.add_metric([code, host, method], n)
+        totals: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        for client in self.clients:
+            host = str(getattr(client, "host", "")).split("://", 1)[-1]
+            for (verb, code), n in list(client.counts.items()):
+                totals[code, host, _VERB_METHODS.get(verb, verb.upper())] += n
+        for labels, n in sorted(totals.items()):
+            fam.add_metric(list(labels), n)
         return [fam]
 
 

@@ -141,6 +141,22 @@ def test_rest_client_requests_are_counted_by_code_host_and_method_at_scrape_time
     assert got == {"POST": 4}
 
 
+def test_the_scheduler_and_events_clients_add_up_per_code_host_and_method() -> None:
+    from collections import Counter as Tally
+
+    class Client:
+        def __init__(self, counts: dict) -> None:
+            self.host = "https://10.0.0.1:6443"
+            self.counts = Tally(counts)
+
+    m = Metrics()
+    m.bind_client(Client({("create", "201"): 3, ("get", "200"): 1}))
+    m.bind_client(Client({("create", "201"): 5}))           # the events client
+    got = {(s.labels["code"], s.labels["method"]): s.value
+           for s in families(m.exposition()[0].decode())["rest_client_requests"].samples}
+    assert got == {("201", "POST"): 8, ("200", "GET"): 1}
+
+
 class Queued:
     def __init__(self, attempts: int, initial_attempt: float) -> None:
         self.attempts = attempts
