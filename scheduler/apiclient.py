@@ -2,10 +2,12 @@
 
 Every read and write of the scheduler goes through :class:`APIClient`: the
 informers' lists and watches, binds, pod status patches, events, preemption
-deletes, leases. Having exactly one client is what makes the client-side
-QPS/burst limit mean something (client-go's ``flowcontrol`` token bucket
-sits in the same place), and it gives one place for retries and for the
-request counters the metrics endpoint reports.
+deletes, leases. The process has two instances, as kube-scheduler has two
+clientsets: one for events and one for everything else, each with the
+configured QPS/burst (client-go's ``flowcontrol`` token bucket sits in the
+same place), so that recording events never spends the tokens binds need.
+The class is the one place for retries and for the request counters the
+metrics endpoint reports.
 
 Why not the generated kubernetes-asyncio API classes: they deserialize every
 response into model objects (about 120 us per pod against 3 us for
