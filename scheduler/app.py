@@ -17,7 +17,7 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any
 
-from scheduler.apiclient import NotFound, from_kubeconfig
+from scheduler.apiclient import APIClient, NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
 from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
@@ -68,8 +68,8 @@ class App:
             stack.push_async_callback(self.client.close)
             # events get a client of their own, as kube-scheduler's eventClient: same limits, a separate
             # token bucket, so that recording events never halves the rate binds may use
-            self.event_client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
-                                                      burst=self.config.client_burst)
+            self.event_client = APIClient(self.client.config, qps=self.config.client_qps,
+                                          burst=self.config.client_burst)   # the kubeconfig already read
             stack.push_async_callback(self.event_client.close)
         else:
             self.event_client = self.client

@@ -17,12 +17,10 @@ PodGroup that say why.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
-import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 import pytest
 
@@ -33,6 +31,7 @@ from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
+from tests.integration.test_scheduler import eventually, stays
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
@@ -133,26 +132,6 @@ class Env:
         items = (await self.client.list(f"/apis/events.k8s.io/v1/namespaces/{NS}/events"))["items"]
         return [e for e in items if (e.get("regarding") or {}).get("name") == regarding
                 and (e.get("regarding") or {}).get("kind") == kind and (reason is None or e.get("reason") == reason)]
-
-
-async def eventually(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = cond()
-        if asyncio.iscoroutine(got):
-            got = await got
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-async def stays(cond: Callable[[], bool], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        assert cond(), what
-        await asyncio.sleep(0.02)
 
 
 @contextlib.asynccontextmanager

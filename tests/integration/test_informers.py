@@ -22,6 +22,7 @@ from bench.simcluster import SimCluster
 from bench.simcluster.faults import FaultRule, Faults
 from scheduler.apiclient import APIClient, RetryPolicy, from_kubeconfig
 from scheduler.informers import Informer, object_key
+from tests.integration.test_scheduler import eventually
 
 PODS = "/api/v1/namespaces/default/pods"
 FAST = dict(backoff=(0.05, 0.2))
@@ -74,14 +75,6 @@ class Recorder:
 
     def versions(self) -> dict[str, str]:
         return {k: o["metadata"]["resourceVersion"] for k, o in self.objects.items()}
-
-
-async def eventually(cond: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def server_versions(client: APIClient) -> dict[str, str]:
