@@ -45,7 +45,6 @@ synchronous cycle or on a timer) and never mutates the node table.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +55,7 @@ from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, CycleState, QueueingHint, Resource,
     Status, register,
 )
+from scheduler.framework.clock import Timer
 from scheduler.model import CPU, PODS, Pod, QuantityError, canonical, parse_time
 
 log = logging.getLogger("tandem.plugins.coscheduling")
@@ -99,7 +99,7 @@ class Coscheduling:
         self.args = args if args is not None else CoschedulingArgs()
         self.handle = handle
         self._backoff_until: dict[str, float] = {}            # key -> clock() when the group may try again
-        self._backoff_timers: dict[str, asyncio.TimerHandle] = {}
+        self._backoff_timers: dict[str, Timer] = {}           # key -> the timer that ends its backoff
         self._permitted: dict[str, float] = {}                # key -> until when its minResources check holds
         self._misfits: dict[str, set[str]] = {}               # key -> members that fit nowhere since the last verdict
         self._gated: dict[str, set[str]] = {}                 # key -> members we hold for want of siblings
@@ -361,16 +361,13 @@ class Coscheduling:
         secs = self.args.pod_group_backoff_seconds
         if secs <= 0 or self._in_backoff(key):
             return
-        self._backoff_until[key] = self.handle.clock() + secs
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return   # no loop (a unit test): the window still holds; nothing wakes the members at its end
+        clock = self.handle.clock
+        self._backoff_until[key] = clock() + secs
         old = self._backoff_timers.pop(key, None)
         if old is not None:
             old.cancel()
         # the members wait parked or gated, and no cluster event need come: wake them when the window ends
-        self._backoff_timers[key] = loop.call_later(secs, self._end_backoff, key)
+        self._backoff_timers[key] = clock.call_later(secs, self._end_backoff, key)
 
     def _end_backoff(self, key: str) -> None:
         self._backoff_timers.pop(key, None)

@@ -162,8 +162,8 @@ class GangReadiness:
     def __init__(self, args: GangReadinessArgs | None, handle: Any) -> None:
         self.args = args if args is not None else GangReadinessArgs()
         self.handle = handle
-        self.clock = handle.clock
-        self.wall = time.time                 # for the timestamps written to the API
+        self.clock = handle.clock             # deadlines, backoffs and the tick's sleep
+        self.wall = handle.clock.wall         # for the timestamps written to the API
         self.tick_seconds = TICK_SECONDS
         self._gangs: dict[str, _Gang] = {}
         # gangs with their quorum bound and not yet Ready, oldest first (blockAdmission holds the others)
@@ -291,7 +291,7 @@ class GangReadiness:
                     self.tick()
                 except Exception:  # noqa: BLE001 - a bug here must not end the checks
                     log.exception("GangReadiness tick failed")
-                await asyncio.sleep(self._next_wait())
+                await self.clock.sleep(self._next_wait())
         except asyncio.CancelledError:
             # a bare pod deleted but not yet recreated would be lost: let the work under way finish
             if self._tasks:
@@ -491,12 +491,12 @@ class GangReadiness:
 
     async def _recreate(self, pod: Pod, body: dict[str, Any]) -> None:
         """Create a bare pod again once the old one is gone (its name is free only then)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + RECREATE_WAIT_SECONDS
+        clock = self.clock
+        deadline = clock() + RECREATE_WAIT_SECONDS
         path = f"/api/v1/namespaces/{pod.namespace}/pods"
-        while loop.time() < deadline:
+        while clock() < deadline:
             if pod.uid in self.handle.pods:   # the informer has not seen the delete yet: still terminating
-                await asyncio.sleep(0.1)
+                await clock.sleep(0.1)
                 continue
             try:
                 await self.handle.client.create(path, body)
@@ -511,11 +511,11 @@ class GangReadiness:
             try:
                 current = await self.handle.client.get(f"{path}/{pod.name}")
             except Exception:  # noqa: BLE001 - gone again: try the create once more
-                await asyncio.sleep(0.1)
+                await clock.sleep(0.1)
                 continue
             if str((current.get("metadata") or {}).get("uid", "")) != pod.uid:
                 return
-            await asyncio.sleep(0.2)
+            await clock.sleep(0.2)
         log.error("bare pod %s was evicted and is still terminating after %.0fs; it was not recreated",
                   pod.key, RECREATE_WAIT_SECONDS)
 

@@ -42,13 +42,11 @@ models on a response.
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
 import random
 import ssl
-import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, TypeVar
@@ -59,6 +57,7 @@ import orjson
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from scheduler.framework.clock import Clock, TokenBucket
 from scheduler.transport import Transport, TransportError
 
 log = logging.getLogger("tandem.apiclient")
@@ -211,46 +210,6 @@ def _parse_error_body(raw: bytes) -> Any:
 # ---------------------------------------------------------------------------- rate limit and retries
 
 
-class TokenBucket:
-    """client-go's ``flowcontrol.NewTokenBucketRateLimiter``: ``qps`` tokens a second, ``burst`` at most.
-
-    Reservation style (golang.org/x/time/rate): each caller takes a token at
-    once, letting the count go negative, and sleeps for its own deficit. No
-    lock, FIFO by arrival, O(1). ``qps <= 0`` or infinite disables the limit.
-    """
-
-    __slots__ = ("qps", "burst", "_tokens", "_last", "_clock", "waited")
-
-    def __init__(self, qps: float, burst: int, clock: Any = time.monotonic) -> None:
-        self.qps = qps
-        self.burst = max(1, int(burst))
-        self._tokens = float(self.burst)
-        self._clock = clock
-        self._last = clock()
-        self.waited = 0.0  # total seconds callers slept here, for metrics
-
-    @property
-    def unlimited(self) -> bool:
-        return self.qps <= 0 or self.qps == float("inf")
-
-    async def acquire(self) -> None:
-        if self.unlimited:
-            return
-        now = self._clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
-        self._last = now
-        self._tokens -= 1.0
-        if self._tokens >= 0.0:
-            return
-        wait = -self._tokens / self.qps
-        self.waited += wait
-        try:
-            await asyncio.sleep(wait)
-        except asyncio.CancelledError:
-            self._tokens += 1.0  # give the reservation back, as rate.Reservation.Cancel does
-            raise
-
-
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """Bounded retries with exponential backoff and jitter.
@@ -309,12 +268,13 @@ class APIClient:
 
     def __init__(self, configuration: k8s_client.Configuration, *, qps: float = 50, burst: int = 100,
                  retry: RetryPolicy = RetryPolicy(), timeout: float = 60.0, connect_timeout: float = 10.0,
-                 watch_grace: float = 30.0, max_connections: int = 256) -> None:
+                 watch_grace: float = 30.0, max_connections: int = 256, clock: Clock | None = None) -> None:
         self.config = configuration
+        self.clock: Clock = clock if clock is not None else Clock()   # the token bucket and retry delays
         self.host = (configuration.host or "").rstrip("/")
         if not self.host.startswith(("http://", "https://")):
             raise ConfigError(f"API server address {configuration.host!r} is not an http:// or https:// URL")
-        self.bucket = TokenBucket(qps, burst)
+        self.bucket = TokenBucket(qps, burst, self.clock)
         self.retry = retry
         self.timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=connect_timeout)
         self.connect_timeout = connect_timeout
@@ -431,7 +391,7 @@ class APIClient:
                 delay = policy.delay(n - 1, err)
                 self.retries[type(err).__name__] += 1
                 log.debug("%s %s: %s; retry %d/%d in %.2fs", method, path, err, n, policy.attempts - 1, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
 
     async def _exchange(self, method: str, verb: str, path: str, query: str, body: bytes | None,
                         headers: dict[str, str], timeout: float | None) -> tuple[int, bytes]:
@@ -489,7 +449,7 @@ class APIClient:
                 if n >= policy.attempts:
                     raise err from exc
                 self.retries["Unreachable"] += 1
-                await asyncio.sleep(policy.delay(n - 1, err))
+                await self.clock.sleep(policy.delay(n - 1, err))
             finally:
                 resp.release()
 

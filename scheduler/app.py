@@ -19,6 +19,7 @@ from typing import Any
 
 from scheduler.apiclient import APIClient, NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
+from scheduler.framework.clock import Clock
 from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.observe import EventRecorder, Metrics, serve_health
@@ -33,8 +34,12 @@ PODGROUPS_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
 class App:
     def __init__(self, config: SchedulerConfig, kubeconfig: str | None = None,
                  health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None,
-                 podgroup_status_qps: float = STATUS_QPS, podgroup_status_burst: int = STATUS_BURST) -> None:
+                 podgroup_status_qps: float = STATUS_QPS, podgroup_status_burst: int = STATUS_BURST,
+                 clock: Clock | None = None) -> None:
         self.config = config
+        # the process's one clock: the scheduler, its plugins, the status controller and the API clients
+        # read time and arm timers on it
+        self.clock: Clock = clock if clock is not None else Clock()
         self.kubeconfig = kubeconfig
         self.health_host = health_host
         self.health_port = health_port      # None: no health/metrics server
@@ -64,12 +69,13 @@ class App:
         stack = self._stack
         if self.client is None:
             self.client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
-                                                burst=self.config.client_burst)
+                                                burst=self.config.client_burst, clock=self.clock)
             stack.push_async_callback(self.client.close)
             # events get a client of their own, as kube-scheduler's eventClient: same limits, a separate
             # token bucket, so that recording events never halves the rate binds may use
+            # (from the kubeconfig already read)
             self.event_client = APIClient(self.client.config, qps=self.config.client_qps,
-                                          burst=self.config.client_burst)   # the kubeconfig already read
+                                          burst=self.config.client_burst, clock=self.clock)
             stack.push_async_callback(self.event_client.close)
         else:
             self.event_client = self.client
@@ -78,25 +84,28 @@ class App:
                 self.metrics.bind_client(client)
         name = self.config.profiles[0].scheduler_name
         events = EventRecorder(self.event_client.create_event, name,
-                               patch=getattr(self.event_client, "patch_event", None), metrics=self.metrics)
+                               patch=getattr(self.event_client, "patch_event", None), metrics=self.metrics,
+                               clock=self.clock)
         events.start()
         stack.push_async_callback(events.stop)
-        sched = self.scheduler = Scheduler(self.config, self.client, events, self.metrics)
+        sched = self.scheduler = Scheduler(self.config, self.client, events, self.metrics, clock=self.clock)
         self.metrics.bind_queue(sched.queue)
 
-        nodes = Informer(self.client, "/api/v1/nodes", name="nodes",
+        clock = self.clock
+        nodes = Informer(self.client, "/api/v1/nodes", name="nodes", clock=clock,
                          on_add=sched.on_node_add, on_update=sched.on_node_update, on_delete=sched.on_node_delete)
-        pods = Informer(self.client, "/api/v1/pods", name="pods",
+        pods = Informer(self.client, "/api/v1/pods", name="pods", clock=clock,
                         on_add=sched.on_pod_add, on_update=sched.on_pod_update, on_delete=sched.on_pod_delete)
         # priority classes only to tell a pod naming a missing class (see Scheduler._pod_problem)
         sched.priority_classes = set()
         classes = Informer(self.client, "/apis/scheduling.k8s.io/v1/priorityclasses", name="priorityclasses",
+                           clock=clock,
                            on_add=sched.on_priority_class_add, on_update=sched.on_priority_class_update,
                            on_delete=sched.on_priority_class_delete)
         self.informers = [nodes, classes]
         if await self._serves(PODGROUPS_GROUP_VERSION):
             self.informers.append(Informer(
-                self.client, f"/apis/{PODGROUPS_GROUP_VERSION}/podgroups", name="podgroups",
+                self.client, f"/apis/{PODGROUPS_GROUP_VERSION}/podgroups", name="podgroups", clock=clock,
                 on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
                 on_delete=sched.on_pod_group_delete))
             # listening before the informers start: their initial lists mark every group dirty

@@ -47,6 +47,7 @@ import time
 from typing import Any, Callable, Mapping, Protocol
 
 from scheduler.apiclient import APIClient, Gone
+from scheduler.framework.clock import Clock
 
 log = logging.getLogger("tandem.informers")
 
@@ -95,8 +96,9 @@ class Informer:
     def __init__(self, client: APIClient, path: str, params: Mapping[str, Any] | None = None, *,
                  name: str | None = None, on_add: OnAdd | None = None, on_update: OnUpdate | None = None,
                  on_delete: OnDelete | None = None, watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
-                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0) -> None:
+                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0, clock: Clock | None = None) -> None:
         self.client = client
+        self.clock: Clock = clock if clock is not None else Clock()   # backoff waits and the short-watch check
         self.path = path
         self.params = dict(params or {})
         self.name = name or path.rstrip("/").rsplit("/", 1)[-1]
@@ -176,7 +178,7 @@ class Informer:
                     log.info("informer %s: %s; relisting", self.name, exc)
                     continue
                 log.warning("informer %s: %s; relisting in %.1fs", self.name, exc, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 delay = min(cap, delay * 2)
                 continue
             except Exception as exc:
@@ -185,7 +187,7 @@ class Informer:
                 action = "relisting" if self._need_list else f"resuming the watch at {self.last_rv}"
                 log.warning("informer %s: %s: %s; %s in %.1fs", self.name, type(exc).__name__, exc,
                             action, delay)
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 delay = min(cap, delay * 2)
                 continue
             log.info("informer %s: resourceVersion %s is gone (410); relisting", self.name, self.last_rv)
@@ -200,7 +202,7 @@ class Informer:
             lo, hi = self.watch_timeout
             params = {**self.params, "allowWatchBookmarks": True, "resourceVersion": self.last_rv,
                       "timeoutSeconds": random.randint(lo, hi)}
-            started = time.monotonic()
+            started = self.clock()
             received = 0
             self.watches += 1
             try:
@@ -211,7 +213,7 @@ class Informer:
             except Gone:
                 self._need_list = True
                 return
-            if not received and time.monotonic() - started < _SHORT_WATCH:
+            if not received and self.clock() - started < _SHORT_WATCH:
                 raise ShortWatch(f"watch at {self.last_rv} ended at once with no events")
             self._progress = True
 

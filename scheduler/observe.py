@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import choose_encoder
 
+from scheduler.framework.clock import Clock
 from scheduler.model import Node, Pod
 
 log = logging.getLogger("tandem.observe")
@@ -382,7 +383,7 @@ class EventRecorder:
     def __init__(self, create: EventCreate, scheduler_name: str = "tandem-scheduler", *,
                  patch: EventPatch | None = None, hostname: str | None = None,
                  capacity: int = QUEUE_CAPACITY, metrics: Metrics | None = None,
-                 clock_ns: Callable[[], int] = time.time_ns, monotonic: Callable[[], float] = time.monotonic,
+                 clock_ns: Callable[[], int] = time.time_ns, clock: Clock | None = None,
                  finish_seconds: float = SERIES_FINISH_SECONDS,
                  refresh_seconds: float = SERIES_REFRESH_SECONDS, concurrency: int = WRITE_CONCURRENCY) -> None:
         self._create = create
@@ -392,7 +393,7 @@ class EventRecorder:
         self._capacity = capacity
         self._metrics = metrics
         self._clock_ns = clock_ns
-        self._monotonic = monotonic
+        self._clock: Clock = clock if clock is not None else Clock()   # series ages and the sweep's timer
         self._finish = finish_seconds
         self._refresh = refresh_seconds
         self._queue: collections.deque[tuple[tuple, dict[str, Any]]] = collections.deque()
@@ -510,15 +511,11 @@ class EventRecorder:
                 task.cancel()
 
     async def _consume(self) -> None:
-        next_sweep = self._monotonic() + self._finish
+        next_sweep = self._clock() + self._finish
         while True:
             if not self._queue and not self._stopping:
                 self._wake.clear()
-                try:  # asyncio.timeout: wait_for can swallow a cancel on 3.11
-                    async with asyncio.timeout(max(0.0, next_sweep - self._monotonic())):
-                        await self._wake.wait()
-                except TimeoutError:
-                    pass
+                await self._clock.wait(self._wake, max(0.0, next_sweep - self._clock()))
             while self._queue:
                 if len(self._writes) >= self._concurrency:
                     # the queue, not a pile of tasks, absorbs a burst: it is bounded and drops the oldest
@@ -535,9 +532,9 @@ class EventRecorder:
                 while self._writes:
                     await asyncio.gather(*list(self._writes), return_exceptions=True)
                 return
-            if self._monotonic() >= next_sweep:
+            if self._clock() >= next_sweep:
                 self._sweep()
-                next_sweep = self._monotonic() + self._finish
+                next_sweep = self._clock() + self._finish
 
     def _submit(self, key: tuple, event: dict[str, Any], patch: dict[str, Any] | None) -> None:
         """Write in a task, at most ``concurrency`` at once; writes of one series stay in order."""
@@ -561,7 +558,7 @@ class EventRecorder:
         task.add_done_callback(done)
 
     def _record(self, key: tuple, event: dict[str, Any]) -> None:
-        now = self._monotonic()
+        now = self._clock()
         cached = self._cache.get(key)
         if cached is not None and now - cached.last_observed > self._finish:
             self._finish_series(key, cached)
@@ -581,7 +578,7 @@ class EventRecorder:
 
     def _sweep(self, final: bool = False) -> None:
         """End quiet series (writing their final count), refresh long ones, forget old singletons."""
-        now = self._monotonic()
+        now = self._clock()
         for key, cached in list(self._cache.items()):
             if final or now - cached.last_observed > self._finish:
                 self._finish_series(key, cached)
@@ -595,7 +592,7 @@ class EventRecorder:
 
     def _write_series(self, key: tuple, cached: _Cached) -> None:
         cached.dirty = False
-        cached.last_written = self._monotonic()
+        cached.last_written = self._clock()
         series = dict(cached.event["series"])
         self._submit(key, {**cached.event, "series": series}, {"series": series})
 

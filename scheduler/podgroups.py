@@ -84,6 +84,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from scheduler.framework.clock import Clock, TokenBucket
 from scheduler.model import POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, parse_time
 
 log = logging.getLogger("tandem.podgroups")
@@ -254,7 +255,7 @@ class PodGroupController:
 
     def __init__(self, scheduler: Any, client: Any, events: Any = None, *, interval: float = STATUS_INTERVAL,
                  max_in_flight: int = MAX_IN_FLIGHT, qps: float = STATUS_QPS, burst: int = STATUS_BURST,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Clock | None = None) -> None:
         if qps <= 0 or burst < 1:
             raise ValueError(f"PodGroup status writes need qps > 0 and burst >= 1, got qps={qps} burst={burst}")
         self.scheduler = scheduler
@@ -262,12 +263,12 @@ class PodGroupController:
         self.events = events
         self.interval = interval
         self.max_in_flight = max_in_flight
-        self.clock = clock
-        self.wall = wall
+        # the scheduler's clock: the queue's attempt times are on it, and the write budget and retry
+        # delays run on it (its wall() stamps the API's timestamps)
+        self.clock: Clock = clock if clock is not None else scheduler.clock
         self.qps = qps
         self.burst = burst
-        self._tokens = float(burst)
-        self._refilled = clock()
+        self.bucket = TokenBucket(qps, burst, self.clock)
         self.dirty: dict[str, None] = {}              # an ordered set: oldest change first
         self._last_write: dict[str, float] = {}       # key -> clock() when its last write started
         self._failures: dict[str, int] = {}           # key -> writes that failed in a row
@@ -297,9 +298,9 @@ class PodGroupController:
 
     def _start_time(self, members: list[Pod]) -> float:
         """Wall-clock time of the first attempt: the queue remembers it (monotonic), the API's conditions too."""
-        now = self.wall()
+        now = self.clock.wall()
         queue = self.scheduler.queue
-        mono_now = queue.clock()
+        mono_now = self.clock()
         first = now
         for p in members:
             qi = queue.infos.get(p.uid)
@@ -365,17 +366,16 @@ class PodGroupController:
     def sync(self) -> float | None:
         """Handle the dirty groups that are due. Returns seconds until the next one is due (None: none waits)."""
         now = self.clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._refilled) * self.qps)
-        self._refilled = now
+        bucket = self.bucket
         wait: float | None = None
         # a bounded look at the oldest: the rest of a long backlog waits for tokens anyway, and copying
         # all of it on every wake would make a burst quadratic
-        look = int(self._tokens) + self.max_in_flight + self.burst
+        look = int(bucket.tokens()) + self.max_in_flight + self.burst
         for key in list(itertools.islice(self.dirty, look)):
             if len(self._writing) >= self.max_in_flight:
                 break      # a finishing writer wakes us
-            if self._tokens < 1.0:
-                refill = (1.0 - self._tokens) / self.qps
+            refill = bucket.wait_time()
+            if refill > 0.0:
                 return refill if wait is None else min(wait, refill)
             if key in self._writing:
                 continue   # its writer wakes us when done
@@ -387,7 +387,7 @@ class PodGroupController:
             del self.dirty[key]
             try:
                 if self._sync_group(key, now):
-                    self._tokens -= 1.0
+                    bucket.reserve()
             except Exception:  # noqa: BLE001 - one odd object must not stop the others' status
                 log.exception("PodGroup %s: computing its status failed", key)
         return wait
@@ -403,6 +403,9 @@ class PodGroupController:
         if got is None:
             return False
         want, counts, min_member = got
+        if known.get("scheduleStartTime"):
+            # set once: a write the informer has not shown yet must not be recomputed (later) and sent again
+            want.pop("scheduleStartTime", None)
         patch = {k: v for k, v in want.items() if known.get(k) != v}
         self._report(key, pg, want, counts, min_member, known)
         if not patch:
@@ -475,14 +478,7 @@ class PodGroupController:
                 except Exception:  # noqa: BLE001 - keep the controller alive
                     log.exception("PodGroup status sync failed")
                     wait = self.interval
-                if wait is None:
-                    await self._wake.wait()
-                else:
-                    try:  # asyncio.timeout: wait_for can swallow a cancel on 3.11 and hang shutdown
-                        async with asyncio.timeout(wait):
-                            await self._wake.wait()
-                    except TimeoutError:
-                        pass
+                await self.clock.wait(self._wake, wait)
         finally:
             for task in list(self._tasks):
                 task.cancel()

@@ -29,10 +29,10 @@ import bisect
 import heapq
 import itertools
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from scheduler.framework.clock import Clock
 from scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from scheduler.framework.status import Status
 
@@ -72,9 +72,14 @@ class SchedulingQueue:
                  pre_enqueue: Callable[[QueuedPodInfo], Status],
                  hints: dict[str, dict[str, list[ClusterEventWithHint]]],
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
-                 max_unschedulable: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 max_unschedulable: float = 300.0, clock: Clock | None = None,
                  flush_interval: float = 30.0) -> None:
-        """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions)."""
+        """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions).
+
+        ``clock`` is the scheduler's one clock: backoff expiries, the leftover flush and pop's
+        wait for them all read and fire from it.
+        """
+        clock = clock if clock is not None else Clock()
         self.sort_key = sort_key
         self.pre_enqueue = pre_enqueue
         self.hints = hints
@@ -106,7 +111,6 @@ class SchedulingQueue:
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []   # recorded while pods are in flight
         self._event_seq = 0
         self._closed = False
-        self.moved: dict[str, int] = {}                # event label -> pods moved (metrics)
 
     # ------------------------------------------------------------------ sizes
 
@@ -296,12 +300,8 @@ class SchedulingQueue:
             if self._parked:
                 deadlines.append(self._next_flush)
             timeout = max(0.0, min(deadlines) - now) if deadlines else None
-            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that races the wake-up
-            try:
-                async with asyncio.timeout(timeout):
-                    await self._wakeup.wait()
-            except TimeoutError:
-                pass
+            # the deadlines are on the clock, so the wait is too: a timer of the same clock wakes it
+            await self.clock.wait(self._wakeup, timeout)
         return None
 
     def _flush_backoff(self, now: float) -> None:
@@ -417,8 +417,6 @@ class SchedulingQueue:
             if strategy != QUEUE_SKIP:
                 self._requeue(qi, event, strategy)
                 moved += 1
-        if moved:
-            self.moved[event.label] = self.moved.get(event.label, 0) + moved
         return moved
 
     def _requeue(self, qi: QueuedPodInfo, event: ClusterEvent, strategy: int = 1) -> None:
@@ -428,9 +426,6 @@ class SchedulingQueue:
             self._push_backoff(qi)
         else:
             self._push_active(qi)
-
-    def _worth_moving(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> bool:
-        return self._strategy(qi, event, old, new) != QUEUE_SKIP
 
     def _strategy(self, qi: QueuedPodInfo, event: ClusterEvent, old: Any, new: Any) -> int:
         """upstream's isPodWorthRequeuing: skip, after backoff, or (a Pending plugin says Queue) immediately."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from scheduler.cache import Cache
 from scheduler.config import SchedulerConfig
+from scheduler.framework.clock import Clock
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
@@ -62,8 +63,9 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int) -> int:
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, client: Any, events: Any = None, metrics: Any = None,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, clock: Clock | None = None) -> None:
         self.config = config
+        self.clock: Clock = clock if clock is not None else Clock()   # the one clock (framework/clock.py)
         self.client = client
         self.events = events
         self.metrics = metrics
@@ -71,7 +73,7 @@ class Scheduler:
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = events.for_profile(profile.scheduler_name) if events is not None else None
-            handle = Handle(self.cache, client, profile.scheduler_name, recorder)
+            handle = Handle(self.cache, client, profile.scheduler_name, recorder, clock=self.clock)
             self.frameworks[profile.scheduler_name] = Framework(profile, handle, metrics)
         first = next(iter(self.frameworks.values()))
         hints = {name: {} for name in self.frameworks}
@@ -79,7 +81,8 @@ class Scheduler:
             for plugin, ceh in fw.events_to_register():
                 hints[name].setdefault(plugin, []).append(ceh)
         self.queue = SchedulingQueue(first.sort_key, self._pre_enqueue, hints,
-                                     config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds)
+                                     config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds,
+                                     clock=self.clock)
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         self.pod_groups: dict[str, dict[str, Any]] = {}   # "ns/name" -> PodGroup
         self.group_pods: dict[str, set[str]] = {}          # "ns/podgroup" -> uids of pods naming it

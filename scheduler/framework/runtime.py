@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scheduler.framework import interface as fi
+from scheduler.framework.clock import Timer
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.registry import REGISTRY, ConfigError, parse_args
@@ -85,16 +86,17 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0
 class WaitingPod:
     pod: "Pod"
     node: str
-    pending: dict[str, float]                    # plugin -> deadline (monotonic)
+    pending: set[str]                            # plugins that have not allowed it yet
     future: asyncio.Future[Status]
-    # plugin -> its timeout timer; a plugin that allows stops only its own timer (upstream waitingPod)
-    timers: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    # plugin -> its timeout timer on the handle's clock; a plugin that allows stops only its own timer
+    # (upstream waitingPod.pendingPlugins)
+    timers: dict[str, Timer] = field(default_factory=dict)
     # run synchronously at rejection: the scheduler unreserves and forgets the pod right there, so a
     # rejected gang frees its room before the next cycle, not when the binding task next runs
     on_reject: Any = None
 
     def allow(self, plugin: str) -> None:
-        self.pending.pop(plugin, None)
+        self.pending.discard(plugin)
         timer = self.timers.pop(plugin, None)
         if timer is not None:
             timer.cancel()
@@ -380,11 +382,10 @@ class Framework:
                 return st.with_plugin(p.NAME)
         if not waits:
             return Status()
-        now = self.handle.clock()
-        loop = asyncio.get_running_loop()
-        wp = WaitingPod(pod, node, {name: now + t for name, t in waits.items()}, loop.create_future())
+        clock = self.handle.clock
+        wp = WaitingPod(pod, node, set(waits), asyncio.get_running_loop().create_future())
         for name, t in waits.items():
-            wp.timers[name] = loop.call_later(
+            wp.timers[name] = clock.call_later(
                 t, wp.reject, name, f"rejected due to timeout after waiting {go_duration(t)} at plugin {name}")
         self.waiting[pod.uid] = wp
         first = min(waits, key=waits.get)  # type: ignore[arg-type]

@@ -38,11 +38,11 @@ from scheduler.apiclient import (
     NotFound,
     RetryPolicy,
     ServerError,
-    TokenBucket,
     TooManyRequests,
     Unreachable,
     from_kubeconfig,
 )
+from scheduler.framework.clock import FakeClock
 
 FAST_RETRY = RetryPolicy(attempts=3, base=0.01, cap=0.02)
 
@@ -194,12 +194,11 @@ async def test_connection_refused_is_unreachable_after_retries():
 
 async def test_429_retry_after_is_honoured_then_success(fake):
     fake.answer(status_response(429, "TooManyRequests", "slow down", headers={"Retry-After": "1"}), ok())
-    async with make_client(fake.url, retry=RetryPolicy(attempts=3, base=0.01, cap=0.02)) as c:
-        t = time.monotonic()
+    clock = FrozenClock()
+    async with make_client(fake.url, retry=RetryPolicy(attempts=3, base=0.01, cap=0.02), clock=clock) as c:
         body = await c.get("/api/v1/namespaces/default/pods/p")
-        elapsed = time.monotonic() - t
     assert body["metadata"]["name"] == "p"
-    assert 0.95 <= elapsed < 2.5, "the retry waited what Retry-After said, not the 10 ms backoff"
+    assert clock.slept == [1.0], "the retry waited what Retry-After said, not the 10 ms backoff"
     assert c.counts == {("get", "429"): 1, ("get", "200"): 1}
     assert c.retries == {"TooManyRequests": 1}
 
@@ -258,59 +257,27 @@ def test_backoff_grows_exponentially_with_jitter_and_is_capped():
 # ---------------------------------------------------------------------------- rate limit
 
 
+class FrozenClock(FakeClock):
+    """Time stands still; ``sleep`` records what it was asked to wait and returns at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    async def sleep(self, delay: float) -> None:
+        self.slept.append(delay)
+        await asyncio.sleep(0)
+
+
 async def test_token_bucket_spaces_requests_beyond_burst(fake):
     qps, burst, n = 20.0, 5, 25
-    async with make_client(fake.url, qps=qps, burst=burst) as c:
-        t = time.monotonic()
+    clock = FrozenClock()
+    async with make_client(fake.url, qps=qps, burst=burst, clock=clock) as c:
         await asyncio.gather(*(c.get("/version") for _ in range(n)))
-        elapsed = time.monotonic() - t
-    expected = (n - burst) / qps  # 1.0 s
-    assert expected * 0.85 <= elapsed < expected * 2 + 0.5
-    assert c.bucket.waited > 0
-
-
-async def test_token_bucket_lets_a_burst_through_at_once():
-    bucket = TokenBucket(qps=1, burst=10)
-    t = time.monotonic()
-    for _ in range(10):
-        await bucket.acquire()
-    assert time.monotonic() - t < 0.05
-    t = time.monotonic()
-    await bucket.acquire()
-    assert 0.8 <= time.monotonic() - t < 1.5
-
-
-async def test_token_bucket_refills_over_time():
-    bucket = TokenBucket(qps=100, burst=2)
-    await bucket.acquire()
-    await bucket.acquire()
-    await asyncio.sleep(0.05)  # 5 tokens' worth, capped at burst
-    t = time.monotonic()
-    await bucket.acquire()
-    await bucket.acquire()
-    assert time.monotonic() - t < 0.01
-    t = time.monotonic()
-    await bucket.acquire()
-    assert time.monotonic() - t >= 0.005
-
-
-async def test_cancelled_waiter_gives_its_token_back():
-    bucket = TokenBucket(qps=10, burst=1)
-    await bucket.acquire()
-    waiter = asyncio.create_task(bucket.acquire())
-    await asyncio.sleep(0.01)
-    waiter.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await waiter
-    t = time.monotonic()
-    await bucket.acquire()  # waits one token (0.1 s), not two
-    assert time.monotonic() - t < 0.15
-
-
-def test_zero_qps_means_unlimited():
-    assert TokenBucket(qps=0, burst=1).unlimited
-    assert TokenBucket(qps=float("inf"), burst=1).unlimited
-    assert not TokenBucket(qps=5, burst=1).unlimited
+    assert len(fake.requests) == n
+    assert sorted(clock.slept) == pytest.approx([(i + 1) / qps for i in range(n - burst)]), \
+        "the burst goes at once; each request after it waits one more token's time, in arrival order"
+    assert c.bucket.waited == pytest.approx(sum(clock.slept))
 
 
 # ---------------------------------------------------------------------------- watch

@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from scheduler.framework.clock import FakeClock
 from scheduler.model import Node, Pod
 from scheduler.observe import (
     BINDING, FAILED_SCHEDULING, MAX_NOTE_BYTES, NORMAL, SCHEDULED, SCHEDULED_REASON, SCHEDULING, WARNING,
@@ -268,22 +269,21 @@ class NotFound(Exception):
     status = 404
 
 
-class Clock:
+class Clock(FakeClock):
+    """The scheduler's clock, plus the nanosecond wall time events are named and stamped with."""
+
     def __init__(self) -> None:
+        super().__init__(100.0)
         self.ns = T0
-        self.mono = 100.0
 
     def time_ns(self) -> int:
         return self.ns
-
-    def monotonic(self) -> float:
-        return self.mono
 
 
 def recorder(sink: Sink, clock: Clock | None = None, **kw: Any) -> EventRecorder:
     clock = clock or Clock()
     return EventRecorder(sink.create, "tandem-scheduler", patch=sink.patch, hostname="host-1",
-                         clock_ns=clock.time_ns, monotonic=clock.monotonic, **kw)
+                         clock_ns=clock.time_ns, clock=clock, **kw)
 
 
 def test_a_scheduled_event_looks_like_kube_schedulers() -> None:
@@ -436,7 +436,7 @@ async def test_repeats_become_a_series_on_the_first_object() -> None:
     rec.start()
     for i in range(4):
         clock.ns += 1000
-        clock.mono += 1
+        clock.advance(1)
         rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, f"0/3 nodes are available: attempt {i}")
         await asyncio.sleep(0)
     await rec.stop()
@@ -464,7 +464,7 @@ async def test_a_repeat_after_the_series_window_is_a_new_event() -> None:
     rec.start()
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
     await asyncio.sleep(0)
-    clock.mono += 61
+    clock.advance(61)
     clock.ns += 61 * 10**9
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
     await rec.stop()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from scheduler.config import parse_config
+from scheduler.framework.clock import FakeClock
 from scheduler.model import OwnerRef, Pod, parse_pod
 from scheduler.podgroups import (
     FAILED, FINISHED, PENDING, PRE_SCHEDULING, RUNNING, SCHEDULED, SCHEDULING, GangCounts, PodGroupController,
@@ -121,14 +122,6 @@ def test_event_notes_say_where_the_gang_stands() -> None:
 # ---------------------------------------------------------------------------- the controller
 
 
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 class FakeClient:
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
@@ -158,12 +151,10 @@ class Env:
         cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
                            "<test>")
         self.client = FakeClient()
-        self.sched = Scheduler(cfg, self.client)
+        self.clock = FakeClock(wall_start=1_714_557_600.0)   # 2024-05-01T10:00:00Z
+        self.sched = Scheduler(cfg, self.client, clock=self.clock)
         self.events = FakeEvents()
-        self.clock = Clock()
-        self.wall = Clock(1_714_557_600.0)   # 2024-05-01T10:00:00Z
-        self.ctl = PodGroupController(self.sched, self.client, self.events, interval=0.5, clock=self.clock,
-                                      wall=self.wall)
+        self.ctl = PodGroupController(self.sched, self.client, self.events, interval=0.5)
         self.sched.group_listeners.append(self.ctl.on_pod_change)
         self.objs: dict[str, dict[str, Any]] = {}
         self.sched.on_node_add({"metadata": {"name": "n1", "uid": "n1"},
@@ -231,28 +222,30 @@ async def test_status_follows_the_members_through_the_phases() -> None:
     assert env.status() == {"phase": PENDING}, "absent counts mean 0 (omitempty): only the phase is new"
     for i in range(3):
         env.pod(f"p{i}", owner="train")
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert env.status()["phase"] == PRE_SCHEDULING
     assert env.status()["occupiedBy"] == "default/train"
     assert "scheduleStartTime" not in env.status()
     for i in range(3):
         env.pod(f"p{i}", node="n1", owner="train")
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert env.status()["phase"] == SCHEDULED and env.status()["scheduled"] == 3
-    assert env.status()["scheduleStartTime"] == "2024-05-01T10:00:00Z"
+    # bound by someone else, never attempted here: the start is when it was first seen scheduled (2 s in)
+    assert env.status()["scheduleStartTime"] == "2024-05-01T10:00:02Z"
     for i in range(3):
         env.pod(f"p{i}", node="n1", phase="Running", owner="train")
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert env.status()["phase"] == RUNNING and env.status()["running"] == 3
     for i in range(3):
         env.pod(f"p{i}", node="n1", phase="Succeeded", owner="train")
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert env.status() == {"phase": FINISHED, "scheduled": 3, "running": 0, "succeeded": 3,
-                                 "occupiedBy": "default/train", "scheduleStartTime": "2024-05-01T10:00:00Z"}
+                                 "occupiedBy": "default/train", "scheduleStartTime": "2024-05-01T10:00:02Z"}, \
+        "the start time is written once, even while the informer has not shown it yet"
 
 
 async def test_writes_are_debounced_per_group_and_only_sent_when_something_changed() -> None:
@@ -267,12 +260,12 @@ async def test_writes_are_debounced_per_group_and_only_sent_when_something_chang
     env.pod("a0", group="a")
     env.pod("a1", group="a")
     env.pod("b0", group="b")
-    env.clock.t += 0.2
+    env.clock.advance(0.2)
     wait = await env.sync()
     assert len(env.client.patches) == 2, "within the interval nothing more is written"
     assert wait == pytest.approx(0.3)
     env.pod("a0", group="a", node="n1")
-    env.clock.t += 0.3
+    env.clock.advance(0.3)
     assert await env.sync() is None
     assert len(env.client.patches) == 3, "the changes of the interval are folded into one write of group a"
     assert env.client.patches[2] == (status_path("default/a"),
@@ -280,7 +273,7 @@ async def test_writes_are_debounced_per_group_and_only_sent_when_something_chang
                                                  "scheduleStartTime": "2024-05-01T10:00:00Z"}})
     env.observe("a")
 
-    env.clock.t += 5
+    env.clock.advance(5)
     env.pod("a1", group="a", conditions=[{"type": "Initialized", "status": "True"}])  # nothing the status shows
     env.group("a", min_member=2, status=env.sched.pod_groups["default/a"]["status"])  # our own write echoed
     await env.sync()
@@ -291,7 +284,7 @@ async def test_a_change_before_the_informer_shows_our_write_is_not_written_twice
     env = Env()
     env.group(min_member=1)
     await env.sync()
-    env.clock.t += 1
+    env.clock.advance(1)
     env.pod("p0")                       # the informer has not delivered our first write yet
     await env.sync()
     assert [b["status"] for _, b in env.client.patches] == [
@@ -307,9 +300,9 @@ async def test_failed_writes_are_retried_with_backoff() -> None:
     await env.sync()
     assert list(env.ctl.dirty) == ["default/g"]
     env.client.fail_with = None
-    env.clock.t += 0.6
+    env.clock.advance(0.6)
     assert await env.sync() == pytest.approx(0.4), "the retry waits twice the interval"
-    env.clock.t += 0.4
+    env.clock.advance(0.4)
     await env.sync()
     assert env.status()["phase"] == PENDING and not env.ctl.dirty
 
@@ -347,23 +340,23 @@ async def test_events_say_where_the_gang_stands_and_when_it_is_complete() -> Non
     assert ref["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
     env.observe()
 
-    env.clock.t += 1
+    env.clock.advance(1)
     env.pod("p2", conditions=unsched(msg, "2024-05-01T10:00:01Z"))   # tried again, same answer
     await env.sync()
     assert len(env.events.recorded) == 1, "the same standing is not reported twice"
 
-    env.clock.t += 1
+    env.clock.advance(1)
     env.pod("p1", node="n1")
     await env.sync()
     assert env.events.notes("Unschedulable")[-1] == f"2/3 members have a node; waiting for 1: {msg}"
     env.observe()
 
-    env.clock.t += 1
+    env.clock.advance(1)
     env.pod("p2", node="n1")
     await env.sync()
     assert env.events.notes("Scheduled") == ["3/3 members have a node; the gang is complete"]
     env.observe()
-    env.clock.t += 1
+    env.clock.advance(1)
     env.pod("p2", node="n1", phase="Running")
     await env.sync()
     assert env.events.notes("Scheduled") == ["3/3 members have a node; the gang is complete"], "once"
@@ -381,38 +374,54 @@ async def test_a_deleted_podgroup_is_forgotten_and_members_being_deleted_do_not_
     obj["metadata"] = {**obj["metadata"], "deletionTimestamp": "2024-05-01T10:00:00Z"}
     env.sched.on_pod_update(env.objs["p1"], obj)
     env.objs["p1"] = obj
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert env.status()["scheduled"] == 1 and env.status()["phase"] == PENDING, "one member left of two"
     env.sched.on_pod_group_delete(env.sched.pod_groups["default/g"])
     n = len(env.client.patches)
-    env.clock.t += 1
+    env.clock.advance(1)
     await env.sync()
     assert len(env.client.patches) == n and not env.ctl.dirty
 
 
+async def settle() -> None:
+    """Let every task that can run, run (the fake client does no I/O: a few turns of the loop are enough)."""
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
 async def test_run_writes_changes_as_they_come() -> None:
     env = Env()
-    env.ctl.clock = asyncio.get_running_loop().time
-    env.ctl.interval = 0.05
     task = asyncio.create_task(env.ctl.run())
     try:
         env.group(min_member=1)
-        await asyncio.sleep(0.02)
-        assert env.status()["phase"] == PENDING
+        await settle()
+        assert env.status()["phase"] == PENDING, "a change wakes the controller at once"
         env.observe()
         env.pod("p0", node="n1")
         env.pod("p0", node="n1", phase="Running")
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if env.status().get("phase") == RUNNING:
-                break
-        assert env.status()["phase"] == RUNNING
+        await settle()
+        assert len(env.client.patches) == 1, "the group was written less than an interval ago: it waits"
+        env.clock.advance(0.5)
+        await settle()
+        assert env.status()["phase"] == RUNNING, "the interval's end wakes it, on the same clock"
         assert len(env.client.patches) == 2
     finally:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+@pytest.mark.parametrize("start", [0.0, 30.0, 1e9], ids=["clock at zero", "clock at 30 s (fresh boot)", "clock at 1e9 s"])
+async def test_the_write_budget_does_not_depend_on_the_clocks_value(start: float) -> None:
+    env = Env()
+    env.clock.set(start)
+    env.ctl = PodGroupController(env.sched, env.client, env.events, interval=0.5, qps=10, burst=3)
+    env.sched.group_listeners[:] = [env.ctl.on_pod_change]
+    for name in "abcd":
+        env.group(name, min_member=1)
+    assert await env.sync() == pytest.approx(0.1)
+    assert len(env.client.patches) == 3, "the burst, whatever the clock reads"
 
 
 def test_parse_pod_sees_the_group_label() -> None:
@@ -447,8 +456,7 @@ async def test_only_a_few_writes_are_under_way_at_once_and_the_rest_wait_their_t
 
 async def test_status_writes_are_budgeted_oldest_first_and_a_waiting_group_is_written_once() -> None:
     env = Env()
-    env.ctl = PodGroupController(env.sched, env.client, env.events, interval=0.5, qps=10, burst=3,
-                                 clock=env.clock, wall=env.wall)
+    env.ctl = PodGroupController(env.sched, env.client, env.events, interval=0.5, qps=10, burst=3)
     env.sched.group_listeners[:] = [env.ctl.on_pod_change]
     for name in "abcdef":
         env.group(name, min_member=1)
@@ -461,21 +469,21 @@ async def test_status_writes_are_budgeted_oldest_first_and_a_waiting_group_is_wr
     env.pod("d1", group="d")
     env.pod("d2", group="d")
     assert list(env.ctl.dirty) == ["default/d", "default/e", "default/f"]
-    env.clock.t += 0.1
+    env.clock.advance(0.1)
     env.ctl.sync()
     await env.ctl.flush()
     assert [p.rsplit("/", 2)[-2] for p, _ in env.client.patches[3:]] == ["d"]
     assert env.client.patches[3][1]["status"]["phase"] == PRE_SCHEDULING
-    env.clock.t += 0.2
+    env.clock.advance(0.2)
     env.ctl.sync()
     await env.ctl.flush()
     assert [p.rsplit("/", 2)[-2] for p, _ in env.client.patches[4:]] == ["e", "f"]
     assert not env.ctl.dirty
     # an unchanged group costs no token: recomputing it writes nothing
     env.ctl.on_pod_change("default/a")
-    env.clock.t += 1.0
+    env.clock.advance(1.0)
     env.ctl.sync()
-    assert len(env.client.patches) == 6 and env.ctl._tokens == pytest.approx(3.0)
+    assert len(env.client.patches) == 6 and env.ctl.bucket.tokens() == pytest.approx(3.0)
 
 
 @pytest.mark.parametrize("qps, burst", [(0, 10), (-1, 10), (5, 0)])

@@ -15,6 +15,7 @@ import pytest
 from scheduler.cache import Cache
 from scheduler.config import Profile
 from scheduler.framework import Code, CycleState, FilterResult, Handle, PreFilterResult, Rejection, Status, register
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import ConfigError
 from scheduler.framework.runtime import Diagnosis, Framework, go_duration
 from scheduler.model import Pod, parse_node
@@ -216,14 +217,15 @@ class TestPostFilterB(_PostFilter):
 # ---------------------------------------------------------------------------- harness
 
 
-def framework(nodes: int = 3, weights: dict[str, int] | None = None, **points: list[str]) -> Framework:
+def framework(nodes: int = 3, weights: dict[str, int] | None = None, clock: FakeClock | None = None,
+              **points: list[str]) -> Framework:
     """A Framework over nodes n0..n{nodes-1}; ``points`` maps an extension point (camelCase) to plugin names."""
     cache = Cache()
     for i in range(nodes):
         cache.add_node(parse_node({"metadata": {"name": f"n{i}"}, "status": {"allocatable": {"cpu": "1", "pods": "10"}}}))
     profile = Profile(scheduler_name="test", plugins={k: list(v) for k, v in points.items()},
                       weights=weights or {}, plugin_args={})
-    return Framework(profile, Handle(cache, scheduler_name="test"))
+    return Framework(profile, Handle(cache, scheduler_name="test", clock=clock or FakeClock()))
 
 
 def names(fw: Framework, rows: np.ndarray) -> list[str]:
@@ -488,23 +490,32 @@ async def test_permit_wait_then_reject() -> None:
 
 
 async def test_permit_timeout_rejects_with_upstreams_message() -> None:
-    fw = framework(permit=["TestPermitA"])
+    clock = FakeClock()
+    fw = framework(permit=["TestPermitA"], clock=clock)
     fw.plugins["TestPermitA"].answer = (Status(Code.WAIT), 0.05)
     fw.run_permit(CycleState(), POD, "n0")
-    st = await asyncio.wait_for(fw.wait_on_permit(POD), 2)
+    wp = fw.get_waiting_pod(POD.uid)
+    clock.advance(0.049)
+    assert not wp.future.done(), "not yet: the timeout is on the handle's clock"
+    clock.advance(0.001)
+    st = await asyncio.wait_for(fw.wait_on_permit(POD), 1)
     assert st.code == U and st.plugin == "TestPermitA"
     assert st.message() == "rejected due to timeout after waiting 50ms at plugin TestPermitA"
 
 
 async def test_a_plugin_that_allowed_no_longer_times_out_the_pod() -> None:
-    fw = framework(permit=["TestPermitA", "TestPermitB"])
+    clock = FakeClock()
+    fw = framework(permit=["TestPermitA", "TestPermitB"], clock=clock)
     fw.plugins["TestPermitA"].answer = (Status(Code.WAIT), 0.02)
     fw.plugins["TestPermitB"].answer = (Status(Code.WAIT), 5.0)
     fw.run_permit(CycleState(), POD, "n0")
     wp = fw.get_waiting_pod(POD.uid)
     wp.allow("TestPermitA")
-    asyncio.get_running_loop().call_later(0.08, wp.allow, "TestPermitB")
-    assert (await asyncio.wait_for(fw.wait_on_permit(POD), 2)).is_success()
+    assert clock.advance(1.0) == 0, "A's timer was stopped when A allowed"
+    assert not wp.future.done()
+    wp.allow("TestPermitB")
+    assert (await asyncio.wait_for(fw.wait_on_permit(POD), 1)).is_success()
+    assert clock.pending == [], "every timer is cancelled once the pod leaves Permit"
 
 
 async def test_wait_is_success_only_once_every_waiting_plugin_allows() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from plugins.coscheduling import Coscheduling, CoschedulingArgs
 from scheduler.cache import Cache
+from scheduler.framework.clock import FakeClock
 from scheduler.framework import (
     ActionType, ClusterEvent, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, Status, parse_args,
 )
@@ -28,14 +29,6 @@ T1 = "2024-05-01T10:00:05Z"
 
 
 # ---------------------------------------------------------------------------- stand-ins
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Events:
@@ -105,7 +98,7 @@ class Env:
         for i in range(nodes):
             self.cache.add_node(parse_node({"metadata": {"name": f"n{i}"},
                                             "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}}}))
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.events = Events()
         self.handle = Handle(self.cache, events=self.events, clock=self.clock)
         self.fw = Framework()
@@ -347,7 +340,7 @@ def test_pre_filter_checks_min_resources_once_per_attempt_window() -> None:
     env.cache.add_pod(dataclasses.replace(pod("hog", None, cpu=4000), node_name="n1"))
     # upstream's permittedPG: the verdict stands for the group's wait time
     assert env.plugin.pre_filter(CycleState(), a, env.cache.nodes)[1].is_success()
-    env.clock.now += 6
+    env.clock.advance(6)
     assert env.plugin.pre_filter(CycleState(), a, env.cache.nodes)[1].code == UU
 
 
@@ -523,7 +516,11 @@ def test_a_failed_gang_backs_off_as_a_whole() -> None:
     assert env.plugin.pre_filter(CycleState(), b, env.cache.nodes)[1] == Status(UU, "podGroup ns/g failed recently")
     assert env.plugin.pre_enqueue(b) == Status(UU, "podGroup ns/g failed recently")
     assert env.plugin.gang_failed(b, Status(UU, "podGroup ns/g failed recently")) == "podGroup ns/g failed recently"
-    env.clock.now += 10
+    env.activated.clear()
+    env.clock.advance(9.9)
+    assert env.activated == [], "the window has not ended"
+    env.clock.advance(0.1)
+    assert sorted(env.activated) == sorted(p.uid for p in (a, b, c)), "the window's end wakes the whole gang"
     assert env.plugin.pre_filter(CycleState(), b, env.cache.nodes)[1].is_success()
     assert env.plugin.pre_enqueue(b).is_success()
 

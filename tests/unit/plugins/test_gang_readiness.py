@@ -17,6 +17,7 @@ from plugins.gang_readiness import (
 )
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, Handle, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.model import Pod, parse_pod
 
 NS = "default"
@@ -78,14 +79,6 @@ def test_backoff_is_exponential_and_capped(base: float, cap: float, n: int, want
 # ---------------------------------------------------------------------------- the environment
 
 
-class Clock:
-    def __init__(self, t: float = 1000.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
 class FakeClient:
     def __init__(self, env: "Env") -> None:
         self.env = env
@@ -139,14 +132,13 @@ class APIError(Exception):
 
 class Env:
     def __init__(self, **args: Any) -> None:
-        self.clock = Clock()
+        self.clock = FakeClock(wall_start=1_714_557_600.0)   # 2024-05-01T10:00:00Z
         self.client = FakeClient(self)
         self.events = FakeEvents()
         self.handle = Handle(Cache(), self.client, SCHED, self.events, clock=self.clock)
         self.activated: list[str] = []
         self.handle.activate = self.activated.extend
         self.plugin = GangReadiness(parse_args(GangReadinessArgs, args, "args"), self.handle)
-        self.plugin.wall = Clock(1_714_557_600.0)   # 2024-05-01T10:00:00Z
         self.names: dict[str, str] = {}             # pod name -> uid
         self.serial = 0
 
@@ -196,7 +188,7 @@ class Env:
         return st.message()
 
     async def tick(self, dt: float = 0.0) -> None:
-        self.clock.t += dt
+        self.clock.advance(dt)
         self.plugin.tick()
         await self.plugin.flush()
 
@@ -255,7 +247,8 @@ async def test_a_gang_ready_in_time_gets_pods_ready_true_and_is_never_evicted() 
     cond = env.conditions()[-1]
     assert {k: cond[k] for k in ("type", "status", "reason", "message")} == {
         "type": "PodsReady", "status": "True", "reason": "PodsReady", "message": "3/3 required members are Ready"}
-    assert cond["lastTransitionTime"] == "2024-05-01T10:00:00Z" and cond["observedGeneration"] == 1
+    # the wall clock moves with the clock: Ready 1 s + 9 s after the start
+    assert cond["lastTransitionTime"] == "2024-05-01T10:00:10Z" and cond["observedGeneration"] == 1
     assert env.events.on_groups("PodsReady") == [("Normal", "3/3 required members are Ready")]
     await env.tick(3600)
     assert env.client.of("delete_pod") == []
@@ -283,7 +276,7 @@ async def test_the_timeout_evicts_the_bound_members_and_requeues_the_gang_after_
     assert last["conditions"][-1]["reason"] == "PodsReadyTimeout"
     assert last["conditions"][-1]["status"] == "False"
     assert last["conditions"][-1]["message"] == msg
-    assert last["requeueState"] == {"count": 1, "requeueAt": "2024-05-01T10:00:05Z"}
+    assert last["requeueState"] == {"count": 1, "requeueAt": "2024-05-01T10:00:15Z"}, "evicted at 10 s, back off 5 s"
     assert env.events.on_groups("PodsReadyTimeout") == [("Warning", msg)]
 
     # the Job creates the members again: held while the gang backs off
@@ -310,7 +303,8 @@ async def test_the_second_eviction_backs_off_twice_as_long() -> None:
     env.gang(2, ready=1, owner="j")
     await env.tick()
     await env.tick(10)
-    assert env.status_patches()[-1]["requeueState"] == {"count": 2, "requeueAt": "2024-05-01T10:00:10Z"}
+    # evicted again at 25 s (10 + 5 + 10), backing off 10 s
+    assert env.status_patches()[-1]["requeueState"] == {"count": 2, "requeueAt": "2024-05-01T10:00:35Z"}
     env.pod("g-0", owner="j")
     assert env.held("g-0").endswith("(eviction 2); requeued in 10s")
 
