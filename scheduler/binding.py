@@ -10,6 +10,17 @@ and the PodScheduled=False condition (reason Unschedulable or SchedulerError,
 the "0/N nodes are available: ..." message), which one writer task per pod
 sends so that two writes can never land out of order.
 
+The queue is told the pod is done as soon as Permit allows it, as upstream
+does since kubernetes#130189 (1.33): past Permit no failure can make the pod
+unschedulable, so the events the queue records while pods are in flight need
+not be kept for it during a slow PreBind or Bind. A PreBind or Bind failure
+then puts the pod back in backoffQ whatever the reason, without consulting
+queueing hints (upstream's handleSchedulingFailure, whose
+AddUnschedulableIfNotPresent sends a pod no plugin rejected to backoff). A
+pod held at Permit (a gang waiting for its quorum) stays in flight, as
+upstream: a rejection there is Unschedulable and needs the events that raced
+with it, so a long hold still keeps the queue recording.
+
 A binding task never touches the cache except through ``_release``
 (Unreserve and forget) and never schedules. ``_fail`` runs inside scheduling
 cycles too, so it stays synchronous: it spawns the condition writer, never
@@ -48,7 +59,11 @@ class Binding:
     async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
         pod = qi.pod
         st = await fw.wait_on_permit(pod)
-        if st.is_success():
+        done = st.is_success()
+        if done:
+            # past Permit nothing can make the pod unschedulable: the queue stops keeping events for it
+            # now, not after a slow PreBind or Bind (upstream's bindingCycle calls Done here)
+            self.queue.done(pod.uid)
             st = await fw.run_pre_bind(state, pod, node)
         if st.is_success():
             st = await fw.run_bind(state, pod, node)
@@ -58,10 +73,9 @@ class Binding:
                 qi.unschedulable_plugins = {st.plugin}
             reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
             msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
-            self._fail(fw, qi, st, reason=reason, message=msg)
+            self._fail(fw, qi, st, reason=reason, message=msg, done=done)
             return
         self.scheduled += 1
-        self.queue.done(pod.uid)
         fw.run_post_bind(state, pod, node)
         if self.events is not None:
             self.events.record(pod, "Normal", "Scheduled", "Binding",
@@ -71,7 +85,9 @@ class Binding:
 
     # ------------------------------------------------------------------ failures
 
-    def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str) -> None:
+    def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
+              done: bool = False) -> None:
+        """Requeue and report a failed attempt. ``done``: it failed past Permit, the queue no longer holds it."""
         pod = qi.pod
         unschedulable = st.is_rejected() or reason == "Unschedulable"
         if reason == "SchedulerError" and self._pod_problem(pod):
@@ -82,7 +98,11 @@ class Binding:
         if latest is None or latest.node_name:
             self.queue.done(pod.uid)  # deleted or bound meanwhile: nothing to requeue or report
             return
-        self.queue.requeue_failed(qi, unschedulable)
+        if done:
+            qi.pod = latest  # the queue stopped following the pod's updates at done()
+            self.queue.requeue_after_done(qi)
+        else:
+            self.queue.requeue_failed(qi, unschedulable)
         if self.events is not None:
             self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message, fw.name)
         if self.metrics is not None:
