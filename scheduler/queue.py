@@ -351,7 +351,8 @@ class SchedulingQueue:
         return moved
 
     def done(self, uid: str) -> None:
-        """The pod left the cycle for good (bound, or deleted)."""
+        """The pod needs the queue no more: Permit allowed it (a failed bind comes back through
+        :meth:`requeue_after_done`), or it was deleted or bound meanwhile."""
         if self.where.get(uid) == "inflight":
             self.delete(uid)
         self._trim_events()
@@ -377,6 +378,20 @@ class SchedulingQueue:
             else:
                 self._park(qi, "unschedulable")
         self._trim_events()
+
+    def requeue_after_done(self, qi: QueuedPodInfo) -> None:
+        """A pod that failed after :meth:`done` (in PreBind or Bind): back to backoffQ, unless the queue has it.
+
+        Past Permit no plugin rejected it, so no recorded event is consulted: upstream's
+        AddUnschedulableIfNotPresent sends a pod without rejecting plugins to backoff.
+        """
+        if qi.uid in self.infos:
+            return  # an informer update queued it again meanwhile
+        self.infos[qi.uid] = qi
+        if qi.pod.pod_group:
+            self._groups.setdefault(f"{qi.pod.namespace}/{qi.pod.pod_group}", set()).add(qi.uid)
+        qi.last_failure = self.clock()
+        self._push_backoff(qi)
 
     def activate(self, uids: list[str]) -> None:
         """Move these pods to activeQ now (upstream's Activate, used by gang plugins)."""

@@ -1,0 +1,157 @@
+"""The binding cycle and failure handling (upstream's pkg/scheduler/schedule_one.go from bindingCycle on,
+and its handleSchedulingFailure).
+
+Each pod that leaves the scheduling cycle gets one binding task,
+:meth:`Binding._binding_cycle`: wait on Permit, PreBind, Bind, PostBind, the
+Scheduled event. Binding tasks run concurrently with later cycles, bounded by
+the API client's QPS. :meth:`Binding._fail` handles every failure, from the
+cycle and from binding alike: requeue, the FailedScheduling event, metrics,
+and the PodScheduled=False condition (reason Unschedulable or SchedulerError,
+the "0/N nodes are available: ..." message), which one writer task per pod
+sends so that two writes can never land out of order.
+
+The queue is told the pod is done as soon as Permit allows it, as upstream
+does since kubernetes#130189 (1.33): past Permit no failure can make the pod
+unschedulable, so the events the queue records while pods are in flight need
+not be kept for it during a slow PreBind or Bind. A PreBind or Bind failure
+then puts the pod back in backoffQ whatever the reason, without consulting
+queueing hints (upstream's handleSchedulingFailure, whose
+AddUnschedulableIfNotPresent sends a pod no plugin rejected to backoff). A
+pod held at Permit (a gang waiting for its quorum) stays in flight, as
+upstream: a rejection there is Unschedulable and needs the events that raced
+with it, so a long hold still keeps the queue recording.
+
+A binding task never touches the cache except through ``_release``
+(Unreserve and forget) and never schedules. ``_fail`` runs inside scheduling
+cycles too, so it stays synchronous: it spawns the condition writer, never
+awaits it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
+from scheduler.model import Pod
+from scheduler.queue import QueuedPodInfo, SchedulingQueue
+
+log = logging.getLogger("tandem.scheduler")
+
+
+class Binding:
+    """The binding cycle of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
+
+    client: Any
+    events: Any
+    metrics: Any
+    queue: SchedulingQueue
+    pods: dict[str, Pod]
+    scheduled: int
+    _conditions: dict[str, tuple[str, str]]
+    _condition_writers: set[str]
+
+    # ------------------------------------------------------------------ the binding cycle
+
+    async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
+        pod = qi.pod
+        st = await fw.wait_on_permit(pod)
+        done = st.is_success()
+        if done:
+            # past Permit nothing can make the pod unschedulable: the queue stops keeping events for it
+            # now, not after a slow PreBind or Bind (upstream's bindingCycle calls Done here)
+            self.queue.done(pod.uid)
+            st = await fw.run_pre_bind(state, pod, node)
+        if st.is_success():
+            st = await fw.run_bind(state, pod, node)
+        if not st.is_success():
+            self._release(fw, state, qi, node)  # a no-op when a rejection already released it
+            if st.is_rejected() and st.plugin:
+                qi.unschedulable_plugins = {st.plugin}
+            reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
+            msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
+            self._fail(fw, qi, st, reason=reason, message=msg, done=done)
+            return
+        self.scheduled += 1
+        fw.run_post_bind(state, pod, node)
+        if self.events is not None:
+            self.events.record(pod, "Normal", "Scheduled", "Binding",
+                               f"Successfully assigned {pod.namespace}/{pod.name} to {node}", fw.name)
+        if self.metrics is not None:
+            self.metrics.observe_scheduled(qi, fw.name)
+
+    # ------------------------------------------------------------------ failures
+
+    def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
+              done: bool = False) -> None:
+        """Requeue and report a failed attempt. ``done``: it failed past Permit, the queue no longer holds it."""
+        pod = qi.pod
+        unschedulable = st.is_rejected() or reason == "Unschedulable"
+        if reason == "SchedulerError" and self._pod_problem(pod):
+            unschedulable = True  # a malformed pod waits for an update, not for a timer
+        if st.code == Code.PENDING and st.plugin:
+            qi.pending_plugins = {st.plugin}
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name:
+            self.queue.done(pod.uid)  # deleted or bound meanwhile: nothing to requeue or report
+            return
+        if done:
+            qi.pod = latest  # the queue stopped following the pod's updates at done()
+            self.queue.requeue_after_done(qi)
+        else:
+            self.queue.requeue_failed(qi, unschedulable)
+        if self.events is not None:
+            self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message, fw.name)
+        if self.metrics is not None:
+            self.metrics.observe_failure(reason, fw.name, qi)
+        self._set_condition(pod, latest, reason, message)
+
+    def _set_condition(self, pod: Pod, latest: Pod, reason: str, message: str) -> None:
+        """PodScheduled=False with this reason and message, written by one task per pod, in order.
+
+        Failures come from the cycle and from binding tasks, and each write may be retried by the
+        client: two independent patches could land in either order and leave a stale reason on the
+        pod for good. So the wanted condition is kept per pod and one writer sends the newest; the
+        informer's copy (which may lag our own writes) is consulted only when nothing was written.
+        """
+        want = (reason, message)
+        last = self._conditions.get(pod.uid)
+        if last == want or (last is None and not _condition_changed(latest, reason, message)):
+            return
+        self._conditions[pod.uid] = want
+        if pod.uid not in self._condition_writers:
+            self._condition_writers.add(pod.uid)
+            self._spawn(self._write_condition(pod), f"status of {pod.key}")
+
+    async def _write_condition(self, pod: Pod) -> None:
+        uid = pod.uid
+        written: tuple[str, str] | None = None
+        try:
+            while (want := self._conditions.get(uid)) is not None and want != written:
+                patch = {"status": {"conditions": [{
+                    "type": "PodScheduled", "status": "False", "reason": want[0], "message": want[1],
+                    "lastProbeTime": None, "lastTransitionTime": _now()}]}}
+                try:
+                    await self.client.patch_pod_status(pod.namespace, pod.name, patch)
+                except Exception as exc:  # noqa: BLE001 - gone, or failing after the client's retries
+                    log.warning("cannot set PodScheduled on %s: %s", pod.key, exc)
+                    if self._conditions.get(uid) == want:
+                        del self._conditions[uid]  # unknown state: the next failure compares with the API's copy
+                    return
+                written = want
+        finally:
+            self._condition_writers.discard(uid)
+
+
+def _condition_changed(pod: Pod, reason: str, message: str) -> bool:
+    for c in (pod.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled":
+            return not (c.get("status") == "False" and c.get("reason") == reason and c.get("message") == message)
+    return True
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

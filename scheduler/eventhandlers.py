@@ -1,0 +1,227 @@
+"""Informer events -> the cache and the queue (upstream's pkg/scheduler/eventhandlers.go).
+
+The informers call the ``on_*`` handlers of :class:`EventHandlers` (mixed
+into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups and
+PriorityClasses. A handler parses the object; updates the cache (nodes, bound
+pods), the queue (unscheduled pods of our profiles) and the indexes that
+plugins and the PodGroup status controller read (pods by uid, PodGroups, the
+members of each group); then tells the queue which cluster event happened, so
+that the pods it may help are requeued.
+
+Handlers run on the event loop between cycles. They never await, never call
+the API and never loop over all pods or nodes (a group listener call is
+O(1)); they never schedule either: a pod they queue waits for the scheduling
+loop (schedule_one.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from scheduler.cache import Cache
+from scheduler.framework.interface import ActionType, ClusterEvent, Resource
+from scheduler.framework.runtime import Framework
+from scheduler.model import Node, Pod, parse_node, parse_pod
+from scheduler.queue import SchedulingQueue
+
+log = logging.getLogger("tandem.scheduler")
+
+PRIORITY_CLASS = "PriorityClass"   # the cluster event resource of scheduling.k8s.io/v1 PriorityClasses
+
+
+class EventHandlers:
+    """The informer handlers of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
+
+    cache: Cache
+    queue: SchedulingQueue
+    frameworks: dict[str, Framework]
+    pods: dict[str, Pod]
+    pod_groups: dict[str, dict[str, Any]]
+    group_pods: dict[str, set[str]]
+    group_listeners: list[Callable[[str], None]]
+    priority_classes: set[str] | None
+    _conditions: dict[str, tuple[str, str]]
+
+    # ------------------------------------------------------------------ informer handlers (pods)
+
+    def _index_group(self, old: Pod | None, pod: Pod | None) -> None:
+        if old is not None and old.pod_group and (pod is None or pod.pod_group != old.pod_group):
+            key = f"{old.namespace}/{old.pod_group}"
+            members = self.group_pods.get(key)
+            if members is not None:
+                members.discard(old.uid)
+                if not members:
+                    del self.group_pods[key]
+        if pod is not None and pod.pod_group:
+            self.group_pods.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
+
+    def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
+        for p in (old, pod):
+            if p is not None and p.pod_group:
+                key = f"{p.namespace}/{p.pod_group}"
+                for fn in self.group_listeners:
+                    fn(key)
+                if old is not None and pod is not None and old.pod_group == pod.pod_group:
+                    return  # same group: once is enough
+
+    def on_pod_add(self, obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        old = self.pods.get(pod.uid)
+        self._index_group(old, pod)
+        self.pods[pod.uid] = pod
+        if self.group_listeners:
+            self._group_changed(old, pod)
+        if pod.node_name:
+            self._conditions.pop(pod.uid, None)
+            if not pod.terminal:
+                self.cache.add_pod(pod)
+                self.queue.delete(pod.uid)  # bound by someone: not ours to schedule any more
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd"), None, pod)
+        elif pod.scheduler_name in self.frameworks and not pod.deleting:
+            self.queue.add(pod, pod.scheduler_name)
+
+    def on_pod_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        old = self.pods.get(pod.uid)
+        self._index_group(old, pod)
+        self.pods[pod.uid] = pod
+        if self.group_listeners:
+            self._group_changed(old, pod)
+        if pod.node_name:
+            self._conditions.pop(pod.uid, None)
+            if pod.terminal:
+                # finished pods free their node (the informer's assigned-and-not-terminal filter)
+                self.cache.remove_pod(pod)
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+                return
+            was_cached = self.cache.where(pod.uid) is not None
+            self.cache.update_pod(pod)
+            self.queue.delete(pod.uid)
+            if old is None or not old.node_name or not was_cached:
+                self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd"), old, pod)
+            else:
+                action = 0
+                if old.labels != pod.labels:
+                    action |= ActionType.UPDATE_POD_LABEL
+                if any(pod.requests.get(k, 0) < v for k, v in old.requests.items()):
+                    action |= ActionType.UPDATE_POD_SCALE_DOWN
+                if action:
+                    self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, action, "AssignedPodUpdate"), old, pod)
+        elif pod.scheduler_name in self.frameworks:
+            if pod.deleting:
+                self._forget_unbound(pod)
+            elif pod.uid in self.queue:
+                self.queue.update(pod)
+            elif not self.cache.is_assumed(pod.uid) and pod.uid not in self._waiting_uids():
+                self.queue.add(pod, pod.scheduler_name)
+
+    def on_pod_delete(self, obj: dict[str, Any]) -> None:
+        pod = parse_pod(obj)
+        old = self.pods.pop(pod.uid, pod)
+        self._index_group(old, None)
+        if self.group_listeners:
+            self._group_changed(old, None)
+        self._conditions.pop(pod.uid, None)
+        self._forget_unbound(pod)
+        if self.cache.where(pod.uid) is not None:
+            self.cache.remove_pod(pod)
+            self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+
+    def _forget_unbound(self, pod: Pod) -> None:
+        self.queue.delete(pod.uid)
+        for fw in self.frameworks.values():
+            wp = fw.get_waiting_pod(pod.uid)
+            if wp is not None:
+                wp.reject("", "pod was deleted while waiting")
+
+    def _waiting_uids(self) -> set[str]:
+        out: set[str] = set()
+        for fw in self.frameworks.values():
+            out.update(fw.waiting)
+        return out
+
+    # ------------------------------------------------------------------ informer handlers (priority classes)
+
+    def on_priority_class_add(self, obj: dict[str, Any]) -> None:
+        if self.priority_classes is None:
+            self.priority_classes = set()
+        self.priority_classes.add(str((obj.get("metadata") or {}).get("name", "")))
+        # a pod that named a missing class may be schedulable now
+        self.queue.on_event(ClusterEvent(PRIORITY_CLASS, ActionType.ADD, "PriorityClassAdd"), None, obj)
+
+    def on_priority_class_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pass  # only names matter here
+
+    def on_priority_class_delete(self, obj: dict[str, Any]) -> None:
+        if self.priority_classes is not None:
+            self.priority_classes.discard(str((obj.get("metadata") or {}).get("name", "")))
+
+    # ------------------------------------------------------------------ informer handlers (podgroups)
+
+    def _pod_group_changed(self, key: str) -> None:
+        for fn in self.group_listeners:
+            fn(key)
+
+    def on_pod_group_add(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups[key] = obj
+        self._pod_group_changed(key)
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, obj)
+
+    def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups[key] = obj
+        self._pod_group_changed(key)
+        if (old_obj.get("spec") or {}) != (obj.get("spec") or {}):
+            self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old_obj, obj)
+
+    def on_pod_group_delete(self, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self.pod_groups.pop(key, None)
+        self._pod_group_changed(key)
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), obj, None)
+
+    # ------------------------------------------------------------------ informer handlers (nodes)
+
+    def on_node_add(self, obj: dict[str, Any]) -> None:
+        node = parse_node(obj)
+        if node.invalid:
+            log.warning("node %s: %s; scheduling onto it as far as it parses", node.name, node.invalid)
+        self.cache.add_node(node)
+        self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
+
+    def on_node_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        node = parse_node(obj)
+        old = self.cache.node(node.name)
+        self.cache.update_node(node)
+        if old is None:
+            self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
+            return
+        action = node_update_action(old, node)
+        if action:
+            self.queue.on_event(ClusterEvent(Resource.NODE, action, "NodeUpdate"), old, node)
+
+    def on_node_delete(self, obj: dict[str, Any]) -> None:
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        old = self.cache.node(name)
+        self.cache.remove_node(name)
+        self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.DELETE, "NodeDelete"), old, None)
+
+
+def node_update_action(old: Node, new: Node) -> int:
+    action = 0
+    if old.allocatable != new.allocatable:
+        action |= ActionType.UPDATE_NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        action |= ActionType.UPDATE_NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        action |= ActionType.UPDATE_NODE_TAINT
+    if old.ready != new.ready:
+        action |= ActionType.UPDATE_NODE_CONDITION
+    if old.annotations != new.annotations:
+        action |= ActionType.UPDATE_NODE_ANNOTATION
+    return action

@@ -1,0 +1,233 @@
+"""The scheduling cycle and the group cycle (upstream's pkg/scheduler/schedule_one.go, up to the binding cycle).
+
+:meth:`ScheduleOne.schedule_one` runs one pod through PreFilter, Filter,
+PostFilter, Score, the pick of a node, assume, Reserve and Permit; a pod that
+leaves the cycle gets a binding task (binding.py), a pod that fails is
+requeued and reported (``_fail``, binding.py). :meth:`ScheduleOne.schedule_next`
+runs a popped gang member together with its pending siblings, back to back:
+the group cycle.
+
+Nothing here may await or otherwise yield to the event loop: the cache cannot
+change under a cycle, so no snapshot is taken, and only the gang in its group
+cycle can hold partial reservations, so gangs never deadlock. This is the hot
+path (about 0.37 ms a pod at 5,000 nodes): per-pod work stays on numpy
+columns, with no Python loop over nodes and no extra indirection per pod.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+import time
+from typing import Any
+
+import numpy as np
+
+from scheduler.cache import Cache
+from scheduler.config import SchedulerConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interface import ActionType, ClusterEvent, Resource
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
+from scheduler.model import Pod
+from scheduler.queue import QueuedPodInfo, SchedulingQueue
+
+# kube-scheduler's sampling constants (schedule_one.go)
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
+
+
+def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int) -> int:
+    """How many feasible nodes upstream looks for before it stops filtering (0 or 100 = adaptive/all rules)."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    if percentage >= 100:
+        return num_all_nodes
+    if percentage <= 0:
+        percentage = BASE_PERCENTAGE_OF_NODES_TO_SCORE - num_all_nodes // 125
+        percentage = max(percentage, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    n = num_all_nodes * percentage // 100
+    return max(n, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class ScheduleOne:
+    """The scheduling cycle of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
+
+    config: SchedulerConfig
+    cache: Cache
+    queue: SchedulingQueue
+    frameworks: dict[str, Framework]
+    pods: dict[str, Pod]
+    priority_classes: set[str] | None
+    metrics: Any
+    rng: random.Random
+    next_start: int
+    cycle_durations: list[float]
+
+    # ------------------------------------------------------------------ the scheduling cycle
+
+    def schedule_next(self, qi: QueuedPodInfo) -> None:
+        """Schedule a popped pod: alone, or with the rest of its gang in one uninterrupted group cycle."""
+        fw = self.frameworks[qi.profile]
+        key = fw.gang.gang_key(qi.pod) if fw.gang is not None else None
+        if not key:
+            self.schedule_one(qi)
+            return
+        members = [qi] + self.queue.take_group(key, qi.profile)
+        # largest first (first-fit decreasing): a small member placed first must not take the only node a
+        # big one fits on, since a gang that fails is not retried until the cluster changes
+        members.sort(key=lambda m: (-m.pod.priority, -m.pod.requests.get("cpu", 0),
+                                    -m.pod.requests.get("memory", 0), m.timestamp))
+        for i, member in enumerate(members):
+            failed = self.schedule_one(member)
+            if failed is None:
+                continue
+            # one member cannot be placed. If the gang cannot be whole now, the plugin rejects the
+            # members waiting at Permit (their room is released synchronously, see _release) and the
+            # members not tried yet go back to the queue with the gang's reason.
+            msg = fw.gang.gang_failed(member.pod, failed)
+            if not msg:
+                continue  # the gang can still be whole (quorum reached, or enough members left to try)
+            for rest in members[i + 1:]:
+                rest.unschedulable_plugins = {fw.gang.NAME}
+                self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=fw.gang.NAME), reason="Unschedulable",
+                           message=msg)
+            return
+
+    def schedule_one(self, qi: QueuedPodInfo) -> Status | None:
+        """One scheduling cycle. Synchronous: the cache cannot change under it.
+
+        Returns None when the pod left the cycle for binding (or needs no scheduling any more), else
+        the status it failed with (it is already requeued and reported).
+        """
+        t0 = time.perf_counter()
+        pod = qi.pod
+        fw = self.frameworks[qi.profile]
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name or latest.deleting:
+            self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
+            return None
+        problem = self._pod_problem(pod)
+        if problem:
+            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
+            self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
+            return st
+        state = CycleState()
+        rows, st, diag = fw.run_pre_filter(state, pod)
+        feasible = rows
+        if st.is_success():
+            feasible, st = fw.run_filter(state, pod, rows, diag)
+        if st.code == Code.ERROR:
+            self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
+            return st
+        diag.num_all_nodes = len(self.cache.nodes)
+        if len(feasible) == 0:
+            if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
+                result, pst = fw.run_post_filter(state, pod, diag)
+                if pst.code == Code.ERROR:
+                    self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
+                    return pst
+                if pst.reasons and not pst.is_success():
+                    diag.post_filter_msg = pst.message()
+            qi.unschedulable_plugins = diag.unschedulable_plugins
+            code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
+            st = Status(code, diag.message())
+            self._fail(fw, qi, st, reason="Unschedulable", message=diag.message())
+            self._record_cycle(t0, "unschedulable", fw)
+            return st
+        feasible = self._sample(fw, feasible)
+        if len(feasible) == 1:
+            row = int(feasible[0])
+        else:
+            total, st = fw.run_score(state, pod, feasible)
+            if not st.is_success():
+                self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
+                return st
+            best = np.flatnonzero(total == total.max())
+            row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
+        node = self.cache.nodes.names[row]
+        self.cache.assume(pod, node)
+        qi.released = False
+        st = fw.run_reserve(state, pod, node)
+        if not st.is_success():
+            self._release(fw, state, qi, node)
+            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                       message=st.message())
+            return st
+        st = fw.run_permit(state, pod, node)
+        if not st.is_success() and not st.is_wait():
+            self._release(fw, state, qi, node)
+            if st.plugin:
+                qi.unschedulable_plugins = {st.plugin}
+            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                       message=st.message())
+            return st
+        if st.is_wait():
+            wp = fw.get_waiting_pod(pod.uid)
+            if wp is not None:
+                wp.on_reject = functools.partial(self._release, fw, state, qi, node)
+        self._record_cycle(t0, "scheduled", fw)
+        self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
+        return None
+
+    def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
+        """Give back what an assumed pod holds: Unreserve, forget, and tell the queue the room is free. Once."""
+        if qi.released:
+            return
+        qi.released = True
+        pod = qi.pod
+        fw.run_unreserve(state, pod, node)
+        self.cache.forget(pod)
+        # pods it blocked may fit now. The event carries the pod as assumed, on its node (upstream passes
+        # assumedPod): hints such as NodeResourcesFit's ignore the delete of a pod that held no node.
+        assumed = dataclasses.replace(pod, node_name=node)
+        self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), assumed, None)
+
+    def _sample(self, fw: Framework, feasible: np.ndarray) -> np.ndarray:
+        """percentageOfNodesToScore: keep the nodes upstream would have found, in its round-robin order."""
+        pct = fw.profile.percentage_of_nodes_to_score
+        if pct is None:
+            pct = self.config.percentage_of_nodes_to_score
+        if pct is None:
+            pct = 0  # upstream's adaptive default: measured cheaper than scoring everything (README)
+        if pct >= 100:
+            return feasible
+        total = len(self.cache.nodes)
+        k = num_feasible_nodes_to_find(total, pct)
+        if len(feasible) <= k:
+            self.next_start = (self.next_start + total) % max(total, 1)
+            return feasible
+        start = self.next_start % max(self.cache.nodes.n, 1)
+        cut = int(np.searchsorted(feasible, start))
+        rotated = np.concatenate([feasible[cut:], feasible[:cut]])
+        chosen = rotated[:k]
+        self.next_start = int(chosen[-1]) + 1
+        return np.sort(chosen)
+
+    def _record_cycle(self, t0: float, result: str, fw: Framework) -> None:
+        d = time.perf_counter() - t0
+        if len(self.cycle_durations) < 1_000_000:
+            self.cycle_durations.append(d)
+        if self.metrics is not None:
+            self.metrics.observe_attempt(result, fw.name, d)
+
+    # ------------------------------------------------------------------ pods the cycle cannot use
+
+    def _pod_problem(self, pod: Pod) -> str:
+        """Why the scheduler cannot use this pod ("" = fine): a parse problem, or a priority it cannot know.
+
+        The API server resolves priorityClassName into spec.priority at admission (and refuses a
+        class that does not exist), so a pod naming a missing class without spec.priority got past
+        admission somehow; its priority is unknown and guessing 0 could let it preempt or be preempted
+        wrongly. It waits, reported, until the class exists.
+        """
+        if pod.invalid:
+            return pod.invalid
+        pc = pod.priority_class_name
+        if (pc and self.priority_classes is not None and pc not in self.priority_classes
+                and (pod.raw.get("spec") or {}).get("priority") is None):
+            return (f'spec.priorityClassName: Not found: "{pc}": no PriorityClass with name {pc} was found '
+                    f"and spec.priority is not set")
+        return ""

@@ -1,0 +1,25 @@
+"""scheduler/schedule_one.py: the parts of the scheduling cycle that are plain functions.
+
+The cycle itself runs end to end in tests/integration/test_scheduler.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.schedule_one import num_feasible_nodes_to_find
+
+
+@pytest.mark.parametrize("nodes, percentage, want", [
+    pytest.param(50, 0, 50, id="fewer than 100 nodes: all of them"),
+    pytest.param(99, 10, 99, id="fewer than 100 nodes: all of them whatever the percentage"),
+    pytest.param(100, 0, 100, id="adaptive at 100 nodes: 50% but never fewer than 100"),
+    pytest.param(1000, 0, 420, id="adaptive at 1,000 nodes: 50% - 1000/125 = 42%"),
+    pytest.param(5000, 0, 500, id="adaptive at 5,000 nodes: 10%"),
+    pytest.param(15000, 0, 750, id="adaptive at 15,000 nodes: the 5% floor"),
+    pytest.param(5000, 30, 1500, id="a set percentage"),
+    pytest.param(5000, 1, 100, id="a small percentage still finds 100 nodes"),
+    pytest.param(5000, 100, 5000, id="100% means every node"),
+])
+def test_num_feasible_nodes_to_find(nodes: int, percentage: int, want: int) -> None:
+    assert num_feasible_nodes_to_find(nodes, percentage) == want
