@@ -56,7 +56,7 @@ from scheduler.framework import (
     Status, register,
 )
 from scheduler.framework.clock import Timer
-from scheduler.model import CPU, PODS, Pod, QuantityError, canonical, parse_time
+from scheduler.model import CPU, PODS, Pod, PodGroup, QuantityError, canonical
 
 log = logging.getLogger("tandem.plugins.coscheduling")
 
@@ -113,8 +113,8 @@ class Coscheduling:
     def gang_key(self, pod: Pod) -> str | None:
         return f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
 
-    def _pod_group(self, key: str) -> dict[str, Any] | None:
-        return self.handle.pod_groups.get(key)
+    def _pod_group(self, key: str) -> PodGroup | None:
+        return self.handle.gangs.group(key)
 
     def _live_members(self, key: str, enough: int | None = None) -> int:
         """Pods naming the group that could run: not finished, not going away, not behind scheduling gates.
@@ -123,7 +123,7 @@ class Coscheduling:
         for it, which completes the gang then; counting it earlier would only let the others hold room
         they cannot use. Stops counting at ``enough``.
         """
-        uids = self.handle.group_pods.get(key)
+        uids = self.handle.gangs.member_uids(key)
         if not uids:
             return 0
         pods = self.handle.pods
@@ -136,9 +136,9 @@ class Coscheduling:
                     break
         return n
 
-    def _wait_time(self, pg: dict[str, Any]) -> float:
+    def _wait_time(self, pg: PodGroup) -> float:
         """util.GetWaitTimeDuration: the PodGroup's scheduleTimeoutSeconds when set and positive, else the args'."""
-        t = _int((pg.get("spec") or {}).get("scheduleTimeoutSeconds"))
+        t = pg.schedule_timeout_seconds
         return float(t) if t > 0 else float(self.args.permit_waiting_time_seconds)
 
     # ------------------------------------------------------------------ QueueSort
@@ -151,7 +151,7 @@ class Coscheduling:
         if key is not None:
             pg = self._pod_group(key)
             if pg is not None:
-                created = parse_time((pg.get("metadata") or {}).get("creationTimestamp"))
+                created = pg.created   # parsed once, when the informer delivered the PodGroup
         return (-pod.priority, created, key or "", info.timestamp)
 
     # ------------------------------------------------------------------ PreEnqueue
@@ -169,8 +169,8 @@ class Coscheduling:
             return Status(_UNRESOLVABLE, f"podGroup {key} failed recently")
         if key == self._activating:
             return _OK   # a held sibling released by the member that completed the gang: counted just now
-        need = _min_member(pg)
-        uids = self.handle.group_pods.get(key) or ()
+        need = pg.min_member
+        uids = self.handle.gangs.member_uids(key)
         # the pods naming the group bound the live count: most arrivals stop here in O(1)
         have = len(uids) if len(uids) < need else self._live_members(key, need)
         if have < need:
@@ -212,13 +212,13 @@ class Coscheduling:
             return None, Status(_UNRESOLVABLE, f"PodGroup {key} not found")
         if self._in_backoff(key):
             return None, Status(_UNRESOLVABLE, f"podGroup {key} failed recently")
-        need = _min_member(pg)
+        need = pg.min_member
         # PreEnqueue counted the live members exactly; here only the O(1) bound, which sees deletions
-        n = len(self.handle.group_pods.get(key) or ())
+        n = len(self.handle.gangs.member_uids(key))
         if n < need:
             return None, Status(_UNRESOLVABLE, f"pre-filter pod {pod.name} cannot find enough sibling pods, "
                                                f"current pods number: {n}, minMember of group: {need}")
-        min_resources = (pg.get("spec") or {}).get("minResources")
+        min_resources = pg.min_resources
         if not min_resources:
             return None, _OK
         now = self.handle.clock()
@@ -262,7 +262,7 @@ class Coscheduling:
         """The node rows of the gang's placed members and what each holds of ``names`` (int64[g, m])."""
         out_rows: list[int] = []
         held: list[list[int]] = []
-        for uid, node in self.handle.cache.group_members(key).items():
+        for uid, node in self.handle.gangs.placed_members(key).items():
             row = nodes.index.get(node)
             p = self.handle.pods.get(uid)
             if row is None or not nodes.valid[row] or p is None:
@@ -306,20 +306,20 @@ class Coscheduling:
         self._fail_gang(key, msg)
         return msg
 
-    def _doomed(self, key: str, pg: dict[str, Any], pod: Pod) -> bool:
+    def _doomed(self, key: str, pg: PodGroup, pod: Pod) -> bool:
         """Can the gang no longer reach quorum, now that ``pod`` fit nowhere?
 
         Not when quorum is already reached (upstream's PostFilter lets such a gang be), nor while the
         members not known to fit nowhere still number minMember or more (members may differ, and a gang
         may have more pods than minMember).
         """
-        need = _min_member(pg)
+        need = pg.min_member
         misfits = self._misfits.setdefault(key, set())
         misfits.add(pod.uid)
-        placed = self.handle.cache.group_members(key)
+        placed = self.handle.gangs.placed_members(key)
         if len(placed) >= need:
             return False
-        uids = self.handle.group_pods.get(key) or ()
+        uids = self.handle.gangs.member_uids(key)
         unplaceable = sum(1 for uid in misfits if uid in uids and uid not in placed)
         return self._live_members(key) - unplaceable < need
 
@@ -372,7 +372,7 @@ class Coscheduling:
     def _end_backoff(self, key: str) -> None:
         self._backoff_timers.pop(key, None)
         self._backoff_until.pop(key, None)
-        uids = self.handle.group_pods.get(key)
+        uids = self.handle.gangs.member_uids(key)
         if uids:
             self.handle.activate(list(uids))
 
@@ -397,7 +397,7 @@ class Coscheduling:
         rejected = self._reject_waiting(key, msg)
         pg = self._pod_group(key)
         # a gang that had not reached quorum failed its attempt (a timeout, a rejection): it backs off
-        if rejected or (pg is not None and len(self.handle.cache.group_members(key)) < _min_member(pg)):
+        if rejected or (pg is not None and len(self.handle.gangs.placed_members(key)) < pg.min_member):
             self._start_backoff(key)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
@@ -408,7 +408,7 @@ class Coscheduling:
         if pg is None:
             return Status(Code.UNSCHEDULABLE, f"PodGroup {key} not found"), 0.0
         # bound and assumed members, this one included: members bound before a restart count
-        if len(self.handle.cache.group_members(key)) < _min_member(pg):
+        if len(self.handle.gangs.placed_members(key)) < pg.min_member:
             return Status(Code.WAIT), self._wait_time(pg)
         self._misfits.pop(key, None)
         log.debug("gang %s has quorum at %s: releasing its waiting members", key, pod.key)
@@ -441,8 +441,7 @@ def _same_group(pod: Pod, old: Any, new: Any) -> int:
 
 
 def _own_pod_group(pod: Pod, old: Any, new: Any) -> int:
-    meta = (new or {}).get("metadata") or {}
-    if meta.get("namespace") == pod.namespace and meta.get("name") == pod.pod_group:
+    if isinstance(new, PodGroup) and new.namespace == pod.namespace and new.name == pod.pod_group:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
@@ -456,14 +455,6 @@ def _frees_room_for_others(pod: Pod, old: Any, new: Any) -> int:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
-
-
-def _min_member(pg: dict[str, Any]) -> int:
-    return max(0, _int((pg.get("spec") or {}).get("minMember")))
-
 
 def _gang_message(key: str, pod: Pod, why: str) -> str:
     return f"PodGroup {key} gets rejected due to Pod {pod.name} is unschedulable: {why}".rstrip(": ")

@@ -85,7 +85,9 @@ from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, QueueingHint, Resource, Status, register,
 )
 from scheduler.framework.runtime import go_duration
-from scheduler.model import POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, parse_time
+from scheduler.model import (
+    POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
+)
 
 log = logging.getLogger("tandem.plugins.gang_readiness")
 
@@ -100,8 +102,7 @@ PODS_READY = "PodsReady"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
-API_PREFIX = "/apis/scheduling.x-k8s.io/v1alpha1"
-GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 TICK_SECONDS = 1.0
 RECREATE_WAIT_SECONDS = 120.0   # how long a bare pod's recreation waits for the old pod to be gone
 SHUTDOWN_GRACE_SECONDS = 5.0    # evictions and recreations under way get this long at shutdown
@@ -176,9 +177,9 @@ class GangReadiness:
 
     # ------------------------------------------------------------------ who takes part
 
-    def timeout_for(self, pg: dict[str, Any]) -> float | None:
+    def timeout_for(self, pg: PodGroup) -> float | None:
         """The gang's PodsReady timeout in seconds, or None when the PodGroup does not take part."""
-        ann = (pg.get("metadata") or {}).get("annotations") or {}
+        ann = pg.annotations
         opt = str(ann.get(OPT_IN_ANNOTATION, "")).strip().lower()
         if opt == "false":
             return None
@@ -191,23 +192,23 @@ class GangReadiness:
             except (TypeError, ValueError):
                 pass
             log.warning("PodGroup %s: %s=%r is not a positive number of seconds; using %ss",
-                        _key(pg), TIMEOUT_ANNOTATION, raw, self.args.timeout_seconds)
+                        pg.key, TIMEOUT_ANNOTATION, raw, self.args.timeout_seconds)
             return self.args.timeout_seconds
         if opt == "true" or self.args.all_gangs:
             return self.args.timeout_seconds
         return None
 
-    def _gang(self, key: str, pg: dict[str, Any]) -> _Gang:
+    def _gang(self, key: str, pg: PodGroup) -> _Gang:
         """The gang's state, restored from the PodGroup's status the first time (or after it was recreated)."""
-        uid = str((pg.get("metadata") or {}).get("uid", ""))
+        uid = pg.uid
         st = self._gangs.get(key)
         if st is None or st.uid != uid:
             self._in_progress.pop(key, None)   # a recreated PodGroup's old round blocks no one
             st = self._gangs[key] = self._restore(uid, pg)
         return st
 
-    def _restore(self, uid: str, pg: dict[str, Any]) -> _Gang:
-        status = pg.get("status") or {}
+    def _restore(self, uid: str, pg: PodGroup) -> _Gang:
+        status = pg.status
         st = _Gang(uid)
         rq = status.get("requeueState") or {}
         count = rq.get("count")
@@ -227,7 +228,7 @@ class GangReadiness:
         pods = self.handle.pods
         name = self.handle.scheduler_name
         out = []
-        for uid in self.handle.group_pods.get(key, ()):
+        for uid in self.handle.gangs.member_uids(key):
             p = pods.get(uid)
             if p is not None and not p.deleting and p.scheduler_name == name:
                 out.append(p)
@@ -240,7 +241,7 @@ class GangReadiness:
         if not pod.pod_group:
             return None
         key = f"{pod.namespace}/{pod.pod_group}"
-        pg = self.handle.pod_groups.get(key)
+        pg = self.handle.gangs.group(key)
         if pg is None or self.timeout_for(pg) is None:
             return None
         st = self._gang(key, pg)
@@ -305,7 +306,7 @@ class GangReadiness:
             if st.requeue_at:
                 wait = min(wait, st.requeue_at - now)
             if st.quorum_at is not None:
-                pg = self.handle.pod_groups.get(key)
+                pg = self.handle.gangs.group(key)
                 timeout = self.timeout_for(pg) if pg is not None else None
                 if timeout is not None:
                     wait = min(wait, st.quorum_at + timeout - now)
@@ -317,7 +318,7 @@ class GangReadiness:
         before = set(self._in_progress)
         release: list[str] = []
         seen: set[str] = set()
-        for key, pg in list(self.handle.pod_groups.items()):
+        for key, pg in list(self.handle.gangs.groups.items()):
             timeout = self.timeout_for(pg)
             if timeout is None:
                 continue
@@ -347,8 +348,8 @@ class GangReadiness:
             if uids:
                 self.handle.activate(uids)
 
-    def _check(self, key: str, pg: dict[str, Any], st: _Gang, timeout: float, now: float) -> None:
-        need = max(_int((pg.get("spec") or {}).get("minMember")), 1)
+    def _check(self, key: str, pg: PodGroup, st: _Gang, timeout: float, now: float) -> None:
+        need = pg.quorum
         bound = [p for p in self._members(key) if p.node_name and p.phase != "Failed"]
         if st.ready:
             if not bound:
@@ -373,7 +374,7 @@ class GangReadiness:
         elif now - st.quorum_at >= timeout:
             self._evict(key, pg, st, bound, ready, need, timeout, now)
 
-    def _evict(self, key: str, pg: dict[str, Any], st: _Gang, bound: list[Pod], ready: int, need: int,
+    def _evict(self, key: str, pg: PodGroup, st: _Gang, bound: list[Pod], ready: int, need: int,
                timeout: float, now: float) -> None:
         st.evictions += 1
         st.quorum_at = None
@@ -419,20 +420,19 @@ class GangReadiness:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    def _event(self, pg: dict[str, Any], type_: str, reason: str, action: str, note: str) -> None:
+    def _event(self, pg: PodGroup, type_: str, reason: str, action: str, note: str) -> None:
         if self.handle.events is not None:
-            self.handle.events.eventf(_reference(pg), None, type_, reason, action, note)
+            self.handle.events.eventf(pg.reference, None, type_, reason, action, note)
 
-    def _set_condition(self, key: str, pg: dict[str, Any], status: str, reason: str, message: str,
+    def _set_condition(self, key: str, pg: PodGroup, status: str, reason: str, message: str,
                        extras: dict[str, Any] | None = None) -> None:
         """Write PodsReady (and ``extras``, other status fields) from one writer per group, newest wins."""
-        old = self._want.get(key, (None, {}))[0] or _pods_ready(pg.get("status") or {})
+        old = self._want.get(key, (None, {}))[0] or _pods_ready(pg.status)
         since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
         cond = {"type": POD_GROUP_PODS_READY, "status": status, "reason": reason, "message": message,
                 "lastTransitionTime": since or _rfc3339(self.wall())}
-        generation = (pg.get("metadata") or {}).get("generation")
-        if isinstance(generation, int):
-            cond["observedGeneration"] = generation
+        if pg.generation:   # the API sets it from 1; 0 means the object did not carry one
+            cond["observedGeneration"] = pg.generation
         merged = dict(self._want.get(key, (None, {}))[1])
         merged.update(extras or {})
         self._want[key] = (cond, merged)
@@ -445,11 +445,11 @@ class GangReadiness:
         try:
             while (want := self._want.get(key)) is not None and want is not written:
                 cond, extras = want
-                pg = self.handle.pod_groups.get(key)
+                pg = self.handle.gangs.group(key)
                 if pg is None:
                     return
                 # a merge patch replaces the whole list: keep the other conditions as the API has them
-                others = [c for c in (pg.get("status") or {}).get("conditions") or ()
+                others = [c for c in pg.status.get("conditions") or ()
                           if isinstance(c, dict) and c.get("type") != POD_GROUP_PODS_READY]
                 ns, name = key.split("/", 1)
                 try:
@@ -552,23 +552,6 @@ def _pods_ready(status: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(c, dict) and c.get("type") == POD_GROUP_PODS_READY:
             return c
     return None
-
-
-def _reference(pg: dict[str, Any]) -> dict[str, str]:
-    meta = pg.get("metadata") or {}
-    ref = {"kind": "PodGroup", "apiVersion": GROUP_VERSION, "namespace": meta.get("namespace", ""),
-           "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-           "resourceVersion": meta.get("resourceVersion", "")}
-    return {k: str(v) for k, v in ref.items() if v}
-
-
-def _key(pg: dict[str, Any]) -> str:
-    meta = pg.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _rfc3339(epoch: float) -> str:

@@ -22,13 +22,14 @@ from scheduler.config import SchedulerConfig
 from scheduler.framework.clock import Clock
 from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
+from scheduler.model import POD_GROUP_API_VERSION
 from scheduler.observe import EventRecorder, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
 
 log = logging.getLogger("tandem.app")
 
-PODGROUPS_GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
+PODGROUPS_GROUP_VERSION = POD_GROUP_API_VERSION
 
 
 class App:

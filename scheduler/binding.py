@@ -33,6 +33,7 @@ import logging
 import time
 from typing import Any
 
+from scheduler.framework.clock import Clock
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
@@ -45,6 +46,7 @@ log = logging.getLogger("tandem.scheduler")
 class Binding:
     """The binding cycle of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
 
+    clock: Clock
     client: Any
     events: Any
     metrics: Any
@@ -81,7 +83,7 @@ class Binding:
             self.events.record(pod, "Normal", "Scheduled", "Binding",
                                f"Successfully assigned {pod.namespace}/{pod.name} to {node}", fw.name)
         if self.metrics is not None:
-            self.metrics.observe_scheduled(qi, fw.name)
+            self.metrics.observe_scheduled(qi, fw.name, self.clock())
 
     # ------------------------------------------------------------------ failures
 
@@ -133,7 +135,7 @@ class Binding:
             while (want := self._conditions.get(uid)) is not None and want != written:
                 patch = {"status": {"conditions": [{
                     "type": "PodScheduled", "status": "False", "reason": want[0], "message": want[1],
-                    "lastProbeTime": None, "lastTransitionTime": _now()}]}}
+                    "lastProbeTime": None, "lastTransitionTime": _rfc3339(self.clock.wall())}]}}
                 try:
                     await self.client.patch_pod_status(pod.namespace, pod.name, patch)
                 except Exception as exc:  # noqa: BLE001 - gone, or failing after the client's retries
@@ -153,5 +155,5 @@ def _condition_changed(pod: Pod, reason: str, message: str) -> bool:
     return True
 
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

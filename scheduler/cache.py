@@ -20,7 +20,10 @@ vectorized"):
   host IP); ``port_use_on(ip, proto, port)``: the same for one host IP.
 
 The :class:`Cache` owns the table and every pod bound or assumed to a node,
-of every scheduler (a node's capacity is shared). Assume adds a pod's
+of every scheduler (a node's capacity is shared), and the one gang index
+(:class:`GangIndex`): the PodGroups, the pods that name each, and the
+members that hold a node. The queue, the plugins (through the Handle) and
+the PodGroup status controller all read that one index. Assume adds a pod's
 requests to its row before the bind is confirmed; forget takes them back.
 Everything here is synchronous and runs on the event loop: the scheduling
 cycle reads it without a snapshot because nothing can change it mid-cycle.
@@ -34,7 +37,7 @@ from typing import Iterator
 
 import numpy as np
 
-from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod, Taint
+from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod, PodGroup, Taint
 
 log = logging.getLogger("tandem.cache")
 
@@ -277,6 +280,72 @@ class NodeTable:
         self.version += 1
 
 
+class GangIndex:
+    """Every gang the scheduler knows, by key ``"ns/podgroup"``.
+
+    * ``groups``: key -> :class:`PodGroup` record (the PodGroup informer's);
+    * ``members``: key -> uids of the pods that name the group, in any state
+      (the pod informer's; a group may have members before its PodGroup exists);
+    * ``placed``: key -> uid -> node of the members bound or assumed (the cache's
+      own pods, kept in step by :class:`Cache`).
+
+    Upkeep is O(1) per pod event; readers get live views (never mutate them).
+    """
+
+    __slots__ = ("groups", "members", "placed")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, PodGroup] = {}
+        self.members: dict[str, set[str]] = {}
+        self.placed: dict[str, dict[str, str]] = {}
+
+    def group(self, key: str) -> PodGroup | None:
+        return self.groups.get(key)
+
+    def member_uids(self, key: str) -> set[str]:
+        return self.members.get(key, _NO_MEMBERS)
+
+    def placed_members(self, key: str) -> dict[str, str]:
+        """Members of ``key`` on a node, bound or assumed: uid -> node."""
+        return self.placed.get(key, _NO_PLACED)
+
+    # ------------------------------------------------------------------ upkeep
+
+    def set_group(self, pg: PodGroup) -> None:
+        self.groups[pg.key] = pg
+
+    def remove_group(self, key: str) -> None:
+        self.groups.pop(key, None)
+
+    def update_membership(self, old: Pod | None, new: Pod | None) -> None:
+        """A pod was added (old None), updated, or deleted (new None): keep ``members`` in step."""
+        if old is not None and old.pod_group and (new is None or new.pod_group != old.pod_group
+                                                   or new.namespace != old.namespace):
+            key = f"{old.namespace}/{old.pod_group}"
+            uids = self.members.get(key)
+            if uids is not None:
+                uids.discard(old.uid)
+                if not uids:
+                    del self.members[key]
+        if new is not None and new.pod_group:
+            self.members.setdefault(f"{new.namespace}/{new.pod_group}", set()).add(new.uid)
+
+    def _place(self, pod: Pod, node: str) -> None:
+        self.placed.setdefault(f"{pod.namespace}/{pod.pod_group}", {})[pod.uid] = node
+
+    def _unplace(self, pod: Pod) -> None:
+        key = f"{pod.namespace}/{pod.pod_group}"
+        on = self.placed.get(key)
+        if on is not None:
+            on.pop(pod.uid, None)
+            if not on:
+                del self.placed[key]
+
+
+_NO_MEMBERS: set[str] = set()
+_NO_PLACED: dict[str, str] = {}
+
+
 @dataclass(slots=True)
 class PodState:
     pod: Pod
@@ -291,7 +360,7 @@ class Cache:
         self.nodes = NodeTable()
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
-        self.by_group: dict[str, dict[str, str]] = {}     # "ns/podgroup" -> uid -> node, bound or assumed members
+        self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
 
     # ------------------------------------------------------------------ nodes
 
@@ -321,19 +390,14 @@ class Cache:
         self.pods[pod.uid] = PodState(pod, node, assumed)
         self.by_node.setdefault(node, {})[pod.uid] = pod
         if pod.pod_group:
-            self.by_group.setdefault(f"{pod.namespace}/{pod.pod_group}", {})[pod.uid] = node
+            self.gangs._place(pod, node)
 
     def _discharge(self, uid: str) -> PodState | None:
         st = self.pods.pop(uid, None)
         if st is None:
             return None
         if st.pod.pod_group:
-            key = f"{st.pod.namespace}/{st.pod.pod_group}"
-            members = self.by_group.get(key)
-            if members is not None:
-                members.pop(uid, None)
-                if not members:
-                    del self.by_group[key]
+            self.gangs._unplace(st.pod)
         row = self.nodes.row(st.node)
         if row is not None:
             self.nodes.charge(row, st.pod, -1)
@@ -385,10 +449,6 @@ class Cache:
 
     def pods_on(self, node: str) -> Iterator[Pod]:
         return iter(self.by_node.get(node, {}).values())
-
-    def group_members(self, key: str) -> dict[str, str]:
-        """Members of PodGroup ``key`` ("ns/name") on a node, bound or assumed: uid -> node."""
-        return self.by_group.get(key, {})
 
     def where(self, uid: str) -> str | None:
         st = self.pods.get(uid)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from scheduler.cache import Cache
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
-from scheduler.model import Node, Pod, parse_node, parse_pod
+from scheduler.model import Node, Pod, parse_node, parse_pod, parse_pod_group
 from scheduler.queue import SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
@@ -37,24 +37,11 @@ class EventHandlers:
     queue: SchedulingQueue
     frameworks: dict[str, Framework]
     pods: dict[str, Pod]
-    pod_groups: dict[str, dict[str, Any]]
-    group_pods: dict[str, set[str]]
     group_listeners: list[Callable[[str], None]]
     priority_classes: set[str] | None
     _conditions: dict[str, tuple[str, str]]
 
     # ------------------------------------------------------------------ informer handlers (pods)
-
-    def _index_group(self, old: Pod | None, pod: Pod | None) -> None:
-        if old is not None and old.pod_group and (pod is None or pod.pod_group != old.pod_group):
-            key = f"{old.namespace}/{old.pod_group}"
-            members = self.group_pods.get(key)
-            if members is not None:
-                members.discard(old.uid)
-                if not members:
-                    del self.group_pods[key]
-        if pod is not None and pod.pod_group:
-            self.group_pods.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
 
     def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
         for p in (old, pod):
@@ -68,7 +55,7 @@ class EventHandlers:
     def on_pod_add(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.get(pod.uid)
-        self._index_group(old, pod)
+        self.cache.gangs.update_membership(old, pod)
         self.pods[pod.uid] = pod
         if self.group_listeners:
             self._group_changed(old, pod)
@@ -84,7 +71,7 @@ class EventHandlers:
     def on_pod_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.get(pod.uid)
-        self._index_group(old, pod)
+        self.cache.gangs.update_membership(old, pod)
         self.pods[pod.uid] = pod
         if self.group_listeners:
             self._group_changed(old, pod)
@@ -119,7 +106,7 @@ class EventHandlers:
     def on_pod_delete(self, obj: dict[str, Any]) -> None:
         pod = parse_pod(obj)
         old = self.pods.pop(pod.uid, pod)
-        self._index_group(old, None)
+        self.cache.gangs.update_membership(old, None)
         if self.group_listeners:
             self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
@@ -163,27 +150,28 @@ class EventHandlers:
         for fn in self.group_listeners:
             fn(key)
 
+    # PodGroups are parsed once, here, into the cache's gang index; cluster events carry the records
+
     def on_pod_group_add(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        self.pod_groups[key] = obj
-        self._pod_group_changed(key)
-        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, obj)
+        pg = parse_pod_group(obj)
+        self.cache.gangs.set_group(pg)
+        self._pod_group_changed(pg.key)
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, pg)
 
     def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        self.pod_groups[key] = obj
-        self._pod_group_changed(key)
-        if (old_obj.get("spec") or {}) != (obj.get("spec") or {}):
-            self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old_obj, obj)
+        pg = parse_pod_group(obj)
+        gangs = self.cache.gangs
+        old = gangs.group(pg.key)
+        gangs.set_group(pg)
+        self._pod_group_changed(pg.key)
+        if old is None or old.spec != pg.spec:
+            self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old, pg)
 
     def on_pod_group_delete(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
-        self.pod_groups.pop(key, None)
-        self._pod_group_changed(key)
-        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), obj, None)
+        pg = parse_pod_group(obj)
+        self.cache.gangs.remove_group(pg.key)
+        self._pod_group_changed(pg.key)
+        self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), pg, None)
 
     # ------------------------------------------------------------------ informer handlers (nodes)
 

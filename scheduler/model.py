@@ -35,6 +35,7 @@ DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 INT64_MAX = 2**63 - 1
 
+POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"   # scheduler-plugins' PodGroup CRD
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 # PodGroup status.conditions (tandem's addition to scheduler-plugins' schema): GangReadiness writes the PodsReady
@@ -259,6 +260,51 @@ class Node:
     ready: bool = True
     invalid: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A PodGroup, parsed once when the informer delivers it.
+
+    Today scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` CRD; the
+    record is what every gang consumer reads (Coscheduling, GangReadiness,
+    the status controller), so a second PodGroup API maps onto the same
+    fields. ``min_member`` is clamped once, here: a missing, negative or
+    non-integer ``spec.minMember`` is 0 ("no gang constraint"), and
+    :attr:`quorum` is the members that make the gang whole (at least one).
+    ``status`` and ``raw`` are the API's, for the status writers.
+    """
+
+    namespace: str
+    name: str
+    uid: str = ""
+    api_version: str = POD_GROUP_API_VERSION
+    resource_version: str = ""
+    generation: int = 0
+    created: float = 0.0                     # metadata.creationTimestamp, epoch seconds (0: unset)
+    annotations: dict[str, str] = field(default_factory=dict)
+    min_member: int = 0                      # spec.minMember, >= 0
+    min_resources: Any = None                # spec.minResources as written (None: unset; Coscheduling checks it)
+    schedule_timeout_seconds: int = 0        # spec.scheduleTimeoutSeconds (0: unset, use the plugin's default)
+    spec: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    status: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def quorum(self) -> int:
+        """Members that make the gang whole: minMember, and one when minMember is 0."""
+        return max(self.min_member, 1)
+
+    @property
+    def reference(self) -> dict[str, str]:
+        """An ObjectReference for events on this PodGroup (list items may lack kind and apiVersion)."""
+        ref = {"kind": "PodGroup", "apiVersion": self.api_version, "namespace": self.namespace,
+               "name": self.name, "uid": self.uid, "resourceVersion": self.resource_version}
+        return {k: v for k, v in ref.items() if v}
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -547,3 +593,27 @@ def parse_node(obj: dict[str, Any]) -> Node:
         invalid=probs.first,
         raw=obj,
     )
+
+
+def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
+    """A PodGroup record from the API's JSON (a watch event's object or a list item)."""
+    meta = _d(obj.get("metadata"))
+    spec = _d(obj.get("spec"))
+    ann = meta.get("annotations")
+    return PodGroup(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        api_version=str(obj.get("apiVersion") or POD_GROUP_API_VERSION),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        generation=_int(meta.get("generation")),
+        created=parse_time(meta.get("creationTimestamp")),
+        annotations={str(k): str(v) for k, v in ann.items()} if isinstance(ann, dict) else {},
+        min_member=max(0, _int(spec.get("minMember"))),
+        min_resources=spec.get("minResources"),
+        schedule_timeout_seconds=max(0, _int(spec.get("scheduleTimeoutSeconds"))),
+        spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+def _int(v: Any) -> int:
+    """An integer field as the API would have it; anything else (a string, a bool, null) is 0."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0

@@ -46,7 +46,7 @@ changes, and Normal ``Scheduled`` when the gang gets its minMember-th node.
 Cost and debounce. The scheduler calls :meth:`PodGroupController.on_pod_change`
 from its informer handlers for every pod that names a group and for every
 PodGroup event (``Scheduler.group_listeners``): O(1), it only marks the group
-dirty. That is cheaper than diffing ``group_pods`` periodically, which would
+dirty. That is cheaper than diffing the gang index's members periodically, which would
 walk every member of every group on every pass even when nothing changed.
 :meth:`PodGroupController.run` recomputes dirty groups and writes a group's
 status at most once per ``interval`` (0.5 s): the first change of a quiet
@@ -85,12 +85,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from scheduler.framework.clock import Clock, TokenBucket
-from scheduler.model import POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, parse_time
+from scheduler.model import (
+    POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
+)
 
 log = logging.getLogger("tandem.podgroups")
 
-GROUP_VERSION = "scheduling.x-k8s.io/v1alpha1"
-API_PREFIX = f"/apis/{GROUP_VERSION}"
+API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 
 # scheduler-plugins' PodGroupPhase values
 PENDING = "Pending"
@@ -227,15 +228,6 @@ def rfc3339(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
-def pod_group_reference(pg: dict[str, Any]) -> dict[str, str]:
-    """An ObjectReference for events on a PodGroup (list items may lack kind and apiVersion)."""
-    meta = pg.get("metadata") or {}
-    ref = {"kind": "PodGroup", "apiVersion": GROUP_VERSION, "namespace": meta.get("namespace", ""),
-           "name": meta.get("name", ""), "uid": meta.get("uid", ""),
-           "resourceVersion": meta.get("resourceVersion", "")}
-    return {k: str(v) for k, v in ref.items() if v}
-
-
 def status_path(key: str) -> str:
     ns, name = key.split("/", 1)
     return f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}/status"
@@ -248,7 +240,7 @@ class PodGroupController:
     """Keeps every PodGroup's status current; see the module docstring.
 
     ``scheduler`` is the :class:`scheduler.scheduler.Scheduler` (its pods,
-    pod_groups, group_pods, queue and profile names are read, never
+    pods, gang index (``cache.gangs``), queue and profile names are read, never
     written), ``client`` the API client (``patch``), ``events`` the
     :class:`scheduler.observe.EventRecorder` (or None).
     """
@@ -315,7 +307,7 @@ class PodGroupController:
     def members(self, key: str) -> list[Pod]:
         pods = self.scheduler.pods
         out = []
-        for uid in self.scheduler.group_pods.get(key, ()):
+        for uid in self.scheduler.cache.gangs.member_uids(key):
             p = pods.get(uid)
             if p is not None and not p.deleting:
                 out.append(p)
@@ -326,15 +318,15 @@ class PodGroupController:
 
         ``prev_phase``: the phase the group has now (default: the informer's copy).
         """
-        pg = self.scheduler.pod_groups.get(key)
+        pg = self.scheduler.cache.gangs.group(key)
         if pg is None:
             return None
         members = self.members(key)
         ours = self.scheduler.frameworks
         if members and not any(p.scheduler_name in ours for p in members):
             return None   # another scheduler's gang (scheduler-plugins reads the same CRD)
-        status = pg.get("status") or {}
-        min_member = _int((pg.get("spec") or {}).get("minMember"))
+        status = pg.status
+        min_member = pg.min_member
         counts = count_members(members, self._attempted)
         want: dict[str, Any] = {
             "phase": compute_phase(str(status.get("phase") or "") if prev_phase is None else prev_phase,
@@ -394,11 +386,11 @@ class PodGroupController:
 
     def _sync_group(self, key: str, now: float) -> bool:
         """Recompute group ``key``, record its events, start its status write. Did it start one?"""
-        pg = self.scheduler.pod_groups.get(key)
+        pg = self.scheduler.cache.gangs.group(key)
         if pg is None:
             self._forget(key)
             return False
-        known = self._known(key, pg.get("status") or {})
+        known = self._known(key, pg.status)
         got = self.desired(key, str(known["phase"] or ""))
         if got is None:
             return False
@@ -418,14 +410,14 @@ class PodGroupController:
         task.add_done_callback(self._tasks.discard)
         return True
 
-    def _report(self, key: str, pg: dict[str, Any], want: dict[str, Any], counts: GangCounts, min_member: int,
+    def _report(self, key: str, pg: PodGroup, want: dict[str, Any], counts: GangCounts, min_member: int,
                 known: dict[str, Any]) -> None:
         if self.events is None:
             return
         need = max(min_member, 1)
         phase = want["phase"]
         if counts.scheduled >= need > _int(known.get("scheduled")) and phase not in FINAL_PHASES:
-            self.events.record(pod_group_reference(pg), "Normal", "Scheduled", "Scheduling",
+            self.events.record(pg.reference, "Normal", "Scheduled", "Scheduling",
                                scheduled_note(counts.scheduled, min_member))
         if counts.scheduled >= need or phase in FINAL_PHASES:
             self._notes.pop(key, None)   # complete: the next incomplete round reports afresh
@@ -436,7 +428,7 @@ class PodGroupController:
         note = unschedulable_note(counts.scheduled, min_member, waiting)
         if self._notes.get(key) != note:
             self._notes[key] = note
-            self.events.record(pod_group_reference(pg), "Warning", "Unschedulable", "Scheduling", note)
+            self.events.record(pg.reference, "Warning", "Unschedulable", "Scheduling", note)
 
     async def _write(self, key: str, patch: dict[str, Any]) -> None:
         try:

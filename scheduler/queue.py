@@ -32,6 +32,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from scheduler.cache import GangIndex
 from scheduler.framework.clock import Clock
 from scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from scheduler.framework.status import Status
@@ -73,11 +74,12 @@ class SchedulingQueue:
                  hints: dict[str, dict[str, list[ClusterEventWithHint]]],
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
                  max_unschedulable: float = 300.0, clock: Clock | None = None,
-                 flush_interval: float = 30.0) -> None:
+                 flush_interval: float = 30.0, gangs: GangIndex | None = None) -> None:
         """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions).
 
         ``clock`` is the scheduler's one clock: backoff expiries, the leftover flush and pop's
-        wait for them all read and fire from it.
+        wait for them all read and fire from it. ``gangs`` is the cache's gang index, which
+        :meth:`take_group` reads to find a gang's members.
         """
         clock = clock if clock is not None else Clock()
         self.sort_key = sort_key
@@ -105,7 +107,7 @@ class SchedulingQueue:
         self._parked_any: set[str] = set()             # parked with no plugin to blame: any event may help
         self._parked_keys: dict[str, tuple[tuple[str, str], ...]] = {}
         self._event_plugins: dict[tuple[str, int], frozenset[tuple[str, str]]] = {}
-        self._groups: dict[str, set[str]] = {}         # "ns/podgroup" -> uids the queue holds
+        self.gangs = gangs if gangs is not None else GangIndex()
         self._counter = itertools.count()
         self._wakeup = asyncio.Event()
         self._events: list[tuple[int, ClusterEvent, Any, Any]] = []   # recorded while pods are in flight
@@ -234,8 +236,6 @@ class SchedulingQueue:
             return
         qi = QueuedPodInfo(pod, profile, self.clock())
         self.infos[pod.uid] = qi
-        if pod.pod_group:
-            self._groups.setdefault(f"{pod.namespace}/{pod.pod_group}", set()).add(pod.uid)
         self._enqueue(qi)
 
     def update(self, pod: "Pod") -> None:
@@ -255,14 +255,7 @@ class SchedulingQueue:
         self.record(ClusterEvent(Resource.UNSCHEDULED_POD, ActionType.UPDATE, "UnscheduledPodUpdate"), old, pod)
 
     def delete(self, uid: str) -> None:
-        qi = self.infos.pop(uid, None)
-        if qi is not None and qi.pod.pod_group:
-            key = f"{qi.pod.namespace}/{qi.pod.pod_group}"
-            members = self._groups.get(key)
-            if members is not None:
-                members.discard(uid)
-                if not members:
-                    del self._groups[key]
+        self.infos.pop(uid, None)
         self._set_where(uid, None)
         self._active_tokens.pop(uid, None)
         self._backoff_tokens.pop(uid, None)
@@ -319,7 +312,7 @@ class SchedulingQueue:
         """
         out = []
         now = self.clock()
-        for uid in list(self._groups.get(key, ())):
+        for uid in list(self.gangs.member_uids(key)):
             qi = self.infos.get(uid)
             if qi is None or qi.profile != profile or self.where.get(uid) not in ("active", "backoff", "unschedulable"):
                 continue
@@ -335,10 +328,6 @@ class SchedulingQueue:
                 qi.initial_attempt = now
             out.append(qi)
         return out
-
-    def group_size(self, key: str) -> int:
-        """Members of gang ``key`` the queue holds, in any state."""
-        return len(self._groups.get(key, ()))
 
     def flush_unschedulable_leftover(self) -> int:
         """Move pods unschedulable for longer than max_unschedulable back (run periodically)."""
@@ -388,8 +377,6 @@ class SchedulingQueue:
         if qi.uid in self.infos:
             return  # an informer update queued it again meanwhile
         self.infos[qi.uid] = qi
-        if qi.pod.pod_group:
-            self._groups.setdefault(f"{qi.pod.namespace}/{qi.pod.pod_group}", set()).add(qi.uid)
         qi.last_failure = self.clock()
         self._push_backoff(qi)
 

@@ -55,7 +55,7 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self.client = client
         self.events = events
         self.metrics = metrics
-        self.cache = Cache()
+        self.cache = Cache()                  # nodes, pods on nodes, and the one gang index (cache.gangs)
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = events.for_profile(profile.scheduler_name) if events is not None else None
@@ -68,17 +68,14 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
                 hints[name].setdefault(plugin, []).append(ceh)
         self.queue = SchedulingQueue(first.sort_key, self._pre_enqueue, hints,
                                      config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds,
-                                     clock=self.clock)
+                                     clock=self.clock, gangs=self.cache.gangs)
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
-        self.pod_groups: dict[str, dict[str, Any]] = {}   # "ns/name" -> PodGroup
-        self.group_pods: dict[str, set[str]] = {}          # "ns/podgroup" -> uids of pods naming it
         # called with "ns/podgroup" when a member pod or the PodGroup itself changes (the PodGroup status
         # controller marks the group dirty; a call must be O(1) and must not raise)
         self.group_listeners: list[Callable[[str], None]] = []
         for fw in self.frameworks.values():
             h = fw.handle
-            h.pods, h.pod_groups, h.group_pods = self.pods, self.pod_groups, self.group_pods
-            h.activate, h.queued_group_size = self.queue.activate, self.queue.group_size
+            h.pods, h.activate = self.pods, self.queue.activate
         self.rng = random.Random(seed)
         self.next_start = 0
         # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)

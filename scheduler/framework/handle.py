@@ -1,10 +1,12 @@
 """What a plugin may reach besides its args: the framework handle.
 
 Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
-(DESIGN.md); everything else they need arrives through the Handle given to
-their constructor: the cache (node table and pods per node), the API client
-(binders, preemption), the event recorder, and the framework itself (for
-waiting pods). Tests build one with only what the plugin under test uses.
+(docs/architecture.md, enforced by tests/unit/test_boundaries.py);
+everything else they need arrives through the Handle given to their
+constructor: the cache (node table, pods per node, the gang index), the
+one clock (now, timers, sleeps), the API client (binders, preemption), the
+event recorder, and the framework itself (for waiting pods). Tests build
+one with only what the plugin under test uses.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from scheduler.framework.clock import Clock
 
 if TYPE_CHECKING:
-    from scheduler.cache import Cache, NodeTable
+    from scheduler.cache import Cache, GangIndex, NodeTable
 
 
 class Handle:
@@ -29,11 +31,13 @@ class Handle:
         self.framework: Any = None        # set by the framework that owns this handle
         # set by the scheduler (shared across profiles; read-only for plugins):
         self.pods: dict[str, Any] = {}               # uid -> latest scheduler.model.Pod the informer saw
-        self.pod_groups: dict[str, dict] = {}        # "ns/name" -> PodGroup object as the API returned it
-        self.group_pods: dict[str, set[str]] = {}    # "ns/podgroup" -> uids of the pods that name it
         self.activate: Callable[[list[str]], None] = lambda uids: None   # move pods to activeQ now
-        self.queued_group_size: Callable[[str], int] = lambda key: 0
 
     @property
     def nodes(self) -> "NodeTable":
         return self.cache.nodes
+
+    @property
+    def gangs(self) -> "GangIndex":
+        """The one gang index: PodGroup records, their pods, their members on nodes (read-only here)."""
+        return self.cache.gangs

@@ -117,7 +117,7 @@ class Sim:
                 raise sim_errors.forbidden("pods", name, "held back by the test")
             group = ((self.pod(name) or {}).get("metadata", {}).get("labels") or {}).get(GROUP_LABEL)
             if group and group not in self.first_bind_placed and self.app is not None:
-                self.first_bind_placed[group] = len(self.app.scheduler.cache.group_members(f"{NS}/{group}"))
+                self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(f"{NS}/{group}"))
             entry = original(ns, name, binding)
             target = str(((binding or {}).get("target") or {}).get("name", ""))
             self.binds.append((time.monotonic(), name, target))

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from scheduler.cache import R_CPU, R_MEMORY, R_PODS, Cache, NodeTable
-from scheduler.model import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Node, Pod, Taint, parse_node, parse_pod
+from scheduler.model import (
+    DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Node, Pod, Taint, parse_node, parse_pod, parse_pod_group,
+)
 
 Gi = 2**30
 
@@ -353,3 +355,48 @@ def test_every_change_bumps_the_version() -> None:
         step()
         assert c.nodes.version > seen[-1]
         seen.append(c.nodes.version)
+
+
+# ---------------------------------------------------------------------------- the gang index
+
+
+def member(uid: str, group: str = "g", ns: str = "ns", node: str = "") -> Pod:
+    return Pod(uid=uid, namespace=ns, name=uid, pod_group=group, node_name=node, requests={"cpu": 100})
+
+
+def test_membership_follows_pod_adds_moves_and_deletes() -> None:
+    gangs = Cache().gangs
+    a, b = member("a"), member("b")
+    gangs.update_membership(None, a)
+    gangs.update_membership(None, b)
+    assert gangs.member_uids("ns/g") == {"a", "b"}
+    moved = member("a", group="h")
+    gangs.update_membership(a, moved)
+    assert gangs.member_uids("ns/g") == {"b"} and gangs.member_uids("ns/h") == {"a"}
+    gangs.update_membership(b, None)
+    assert "ns/g" not in gangs.members, "an emptied group leaves the index"
+    assert gangs.member_uids("ns/g") == set()
+    other_ns = member("a", group="h", ns="other")
+    gangs.update_membership(moved, other_ns)
+    assert gangs.member_uids("ns/h") == set() and gangs.member_uids("other/h") == {"a"}
+
+
+def test_placed_members_are_the_cache_pods_of_the_gang_bound_or_assumed() -> None:
+    cache = Cache()
+    cache.add_node(parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}))
+    cache.assume(member("a"), "n1")
+    cache.add_pod(member("b", node="n1"))
+    cache.add_pod(member("x", group="other", node="n1"))
+    assert cache.gangs.placed_members("ns/g") == {"a": "n1", "b": "n1"}
+    cache.forget(member("a"))
+    cache.remove_pod(member("b", node="n1"))
+    assert cache.gangs.placed_members("ns/g") == {} and "ns/g" not in cache.gangs.placed
+
+
+def test_the_podgroup_record_is_kept_by_key() -> None:
+    gangs = Cache().gangs
+    pg = parse_pod_group({"metadata": {"name": "g", "namespace": "ns"}, "spec": {"minMember": 2}})
+    gangs.set_group(pg)
+    assert gangs.group("ns/g") is pg
+    gangs.remove_group("ns/g")
+    assert gangs.group("ns/g") is None

@@ -99,9 +99,9 @@ def test_the_group_index_follows_pods_that_join_move_and_leave_groups() -> None:
     s.group_listeners.append(changes.append)
     s.on_pod_add(pod("a", group="g1"))
     s.on_pod_add(pod("b", group="g1"))
-    assert s.group_pods == {"default/g1": {"uid-a", "uid-b"}}
+    assert s.cache.gangs.members == {"default/g1": {"uid-a", "uid-b"}}
     s.on_pod_update(pod("a", group="g1"), pod("a", group="g2"))
-    assert s.group_pods == {"default/g1": {"uid-b"}, "default/g2": {"uid-a"}}
+    assert s.cache.gangs.members == {"default/g1": {"uid-b"}, "default/g2": {"uid-a"}}
     s.on_pod_delete(pod("b", group="g1"))
-    assert s.group_pods == {"default/g2": {"uid-a"}}, "an emptied group is dropped from the index"
+    assert s.cache.gangs.members == {"default/g2": {"uid-a"}}, "an emptied group is dropped from the index"
     assert changes == ["default/g1", "default/g1", "default/g1", "default/g2", "default/g1"]

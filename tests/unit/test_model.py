@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from scheduler.cache import NodeTable
 from scheduler.model import (
     CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, INT64_MAX, MEMORY, POD_GROUP_ANNOTATION, POD_GROUP_LABEL,
-    HostPort, Node, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_quantity,
+    HostPort, Node, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
+    parse_quantity,
 )
 
 Ki, Mi, Gi = 2**10, 2**20, 2**30
@@ -427,3 +428,42 @@ def test_parse_node_reads_taints_images_and_readiness() -> None:
     assert node.unschedulable and not node.ready
     assert node.labels == {"zone": "a"}
     assert isinstance(node, Node)
+
+
+# ---------------------------------------------------------------------------- PodGroup
+
+
+def pod_group_obj(spec: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "uid": "u1", "resourceVersion": "9", "generation": 2,
+                         "creationTimestamp": "2024-05-01T10:00:00Z", **meta},
+            "spec": spec if spec is not None else {"minMember": 3}, "status": {"phase": "Pending"}}
+
+
+def test_parse_pod_group_reads_what_the_gang_plugins_use_once() -> None:
+    pg = parse_pod_group(pod_group_obj({"minMember": 4, "scheduleTimeoutSeconds": 30, "minResources": {"cpu": "8"}},
+                                       annotations={"a": "b"}))
+    assert (pg.key, pg.uid, pg.generation, pg.min_member, pg.quorum) == ("ns/g", "u1", 2, 4, 4)
+    assert pg.created == 1_714_557_600.0, "creationTimestamp is parsed here, not on every queue push"
+    assert pg.schedule_timeout_seconds == 30 and pg.min_resources == {"cpu": "8"}
+    assert pg.annotations == {"a": "b"} and pg.status == {"phase": "Pending"}
+    assert pg.reference == {"kind": "PodGroup", "apiVersion": "scheduling.x-k8s.io/v1alpha1", "namespace": "ns",
+                            "name": "g", "uid": "u1", "resourceVersion": "9"}
+
+
+@pytest.mark.parametrize("spec, min_member, quorum", [
+    pytest.param({}, 0, 1, id="no minMember: no gang constraint, one member is a quorum"),
+    pytest.param({"minMember": -2}, 0, 1, id="a negative minMember is clamped to 0"),
+    pytest.param({"minMember": "3"}, 0, 1, id="a string is not an integer field"),
+    pytest.param({"minMember": True}, 0, 1, id="a bool is not an integer field"),
+    pytest.param({"minMember": 5}, 5, 5, id="minMember 5"),
+])
+def test_min_member_is_clamped_once_for_every_reader(spec: dict[str, Any], min_member: int, quorum: int) -> None:
+    pg = parse_pod_group(pod_group_obj(spec))
+    assert (pg.min_member, pg.quorum) == (min_member, quorum)
+
+
+def test_a_pod_group_record_is_frozen() -> None:
+    pg = parse_pod_group(pod_group_obj())
+    with pytest.raises(AttributeError):
+        pg.min_member = 7  # type: ignore[misc]

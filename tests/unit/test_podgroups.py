@@ -167,8 +167,8 @@ class Env:
                             "annotations": annotations or {}},
                "spec": {"minMember": min_member}, "status": status or {}}
         key = f"{NS}/{name}"
-        if key in self.sched.pod_groups:
-            self.sched.on_pod_group_update(self.sched.pod_groups[key], obj)
+        if key in self.sched.cache.gangs.groups:
+            self.sched.on_pod_group_update(self.sched.cache.gangs.group(key).raw, obj)
         else:
             self.sched.on_pod_group_add(obj)
         return obj
@@ -205,7 +205,7 @@ class Env:
     def observe(self, name: str = "g") -> None:
         """The informer delivers the PodGroup as the API has it after our patches."""
         key = f"{NS}/{name}"
-        old = self.sched.pod_groups[key]
+        old = self.sched.cache.gangs.group(key).raw
         new = {**old, "status": {**(old.get("status") or {}), **self.status(name)}}
         self.sched.on_pod_group_update(old, new)
 
@@ -275,7 +275,7 @@ async def test_writes_are_debounced_per_group_and_only_sent_when_something_chang
 
     env.clock.advance(5)
     env.pod("a1", group="a", conditions=[{"type": "Initialized", "status": "True"}])  # nothing the status shows
-    env.group("a", min_member=2, status=env.sched.pod_groups["default/a"]["status"])  # our own write echoed
+    env.group("a", min_member=2, status=env.sched.cache.gangs.group("default/a").status)  # our own write echoed
     await env.sync()
     assert len(env.client.patches) == 3, "nothing changed: nothing is written"
 
@@ -377,7 +377,7 @@ async def test_a_deleted_podgroup_is_forgotten_and_members_being_deleted_do_not_
     env.clock.advance(1)
     await env.sync()
     assert env.status()["scheduled"] == 1 and env.status()["phase"] == PENDING, "one member left of two"
-    env.sched.on_pod_group_delete(env.sched.pod_groups["default/g"])
+    env.sched.on_pod_group_delete(env.sched.cache.gangs.group("default/g").raw)
     n = len(env.client.patches)
     env.clock.advance(1)
     await env.sync()

@@ -735,14 +735,16 @@ async def test_a_pod_that_failed_after_done_goes_back_to_backoff_once() -> None:
     # a PreBind or Bind failure comes after done(): requeue_failed would drop the pod, this re-adds it
     clock = Clock()
     q = make_queue(clock)
-    q.add(dataclasses.replace(pod("a"), pod_group="g"), PROFILE)
+    member = dataclasses.replace(pod("a"), pod_group="g")
+    q.gangs.update_membership(None, member)   # the informer's handler indexes the member
+    q.add(member, PROFILE)
     qi = await popped(q)
     q.done("a")
-    assert "a" not in q and q.group_size("ns/g") == 0
+    assert "a" not in q and q.take_group("ns/g", PROFILE) == []
     q.requeue_after_done(qi)
-    assert q.where["a"] == "backoff" and q.group_size("ns/g") == 1
-    assert q.backoff_expiry(qi) == clock.t + 1.0
+    assert q.where["a"] == "backoff"
+    assert q.backoff_expiry(qi) == clock() + 1.0
     q.requeue_after_done(qi)   # already back: nothing changes
     assert q.counts() == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
-    clock.t += 1.0
-    assert (await popped(q)).uid == "a" and qi.attempts == 2
+    assert [m.uid for m in q.take_group("ns/g", PROFILE)] == ["a"], "its gang finds it again"
+    assert qi.attempts == 2

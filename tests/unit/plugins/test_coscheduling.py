@@ -20,7 +20,7 @@ from scheduler.framework import (
 )
 from scheduler.framework import interface as fi
 from scheduler.framework.registry import REGISTRY
-from scheduler.model import Pod, parse_node
+from scheduler.model import Pod, parse_node, parse_pod_group
 
 NS = "ns"
 OK, U, UU, WAIT = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT
@@ -108,16 +108,15 @@ class Env:
         self.plugin = Coscheduling(args, self.handle)
 
     def group(self, name: str = "g", min_member: int = 3, created: str = T0, **spec: Any) -> None:
-        self.handle.pod_groups[f"{NS}/{name}"] = {
+        self.cache.gangs.set_group(parse_pod_group({
             "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": name, "namespace": NS, "creationTimestamp": created},
-            "spec": {"minMember": min_member, **spec}}
+            "spec": {"minMember": min_member, **spec}}))
 
     def add(self, *pods: Pod) -> None:
         for p in pods:
+            self.cache.gangs.update_membership(self.handle.pods.get(p.uid), p)
             self.handle.pods[p.uid] = p
-            if p.pod_group:
-                self.handle.group_pods.setdefault(f"{p.namespace}/{p.pod_group}", set()).add(p.uid)
 
     def bind(self, p: Pod, node: str = "n0") -> Pod:
         bound = dataclasses.replace(p, node_name=node)
@@ -424,7 +423,7 @@ def test_a_member_timing_out_rejects_its_waiting_siblings_and_frees_their_room()
     assert [w.rejection for w in waiting[1:]] == [
         "rejection in Unreserve: Pod g-0 of PodGroup ns/g gave up its node: "
         "rejected due to timeout after waiting 1s at plugin Coscheduling"] * 2
-    assert env.cache.group_members("ns/g") == {}                  # nothing of the gang stays held
+    assert env.cache.gangs.placed_members("ns/g") == {}                  # nothing of the gang stays held
     assert not stranger.future.done()                             # another gang is left alone
 
 
@@ -462,7 +461,7 @@ def test_a_member_that_fits_nowhere_rejects_the_gang() -> None:
                                           "PostFilter")
     why = "PodGroup ns/g gets rejected due to Pod g-2 is unschedulable: 0/2 nodes are available: 2 Insufficient cpu."
     assert wa.rejection == wb.rejection == "optimistic rejection in PostFilter: " + why
-    assert env.cache.group_members("ns/g") == {}
+    assert env.cache.gangs.placed_members("ns/g") == {}
     # the group cycle then tells the members not tried yet the same reason
     assert env.plugin.gang_failed(c, Status(U, "0/2 nodes are available: 2 Insufficient cpu. ...")) == why
 
@@ -550,9 +549,14 @@ def _hint(env: Env, resource: str, action: int) -> Any:
     pytest.param(Resource.ASSIGNED_POD, ActionType.ADD, None, pod("g-9", ns="other"), QueueingHint.SKIP,
                  id="a group of the same name in another namespace"),
     pytest.param(Resource.POD_GROUP, ActionType.ADD, None,
-                 {"metadata": {"namespace": NS, "name": "g"}}, QueueingHint.QUEUE, id="its PodGroup is created"),
-    pytest.param(Resource.POD_GROUP, ActionType.UPDATE, {}, {"metadata": {"namespace": NS, "name": "h"}},
+                 parse_pod_group({"metadata": {"namespace": NS, "name": "g"}}), QueueingHint.QUEUE,
+                 id="its PodGroup is created"),
+    pytest.param(Resource.POD_GROUP, ActionType.UPDATE, parse_pod_group({"metadata": {"namespace": NS, "name": "h"}}),
+                 parse_pod_group({"metadata": {"namespace": NS, "name": "h"}}),
                  QueueingHint.SKIP, id="another PodGroup changes"),
+    pytest.param(Resource.POD_GROUP, ActionType.UPDATE, None,
+                 parse_pod_group({"metadata": {"namespace": "other", "name": "g"}}),
+                 QueueingHint.SKIP, id="a PodGroup of the same name in another namespace"),
     pytest.param(Resource.NODE, ActionType.ADD, None, None, QueueingHint.QUEUE, id="a node joins"),
     pytest.param(Resource.NODE, ActionType.UPDATE_NODE_ALLOCATABLE, None, None, QueueingHint.QUEUE,
                  id="a node grows"),

@@ -18,7 +18,7 @@ from plugins.gang_readiness import (
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, Handle, parse_args
 from scheduler.framework.clock import FakeClock
-from scheduler.model import Pod, parse_pod
+from scheduler.model import Pod, parse_pod, parse_pod_group
 
 NS = "default"
 SCHED = "tandem-scheduler"
@@ -144,10 +144,10 @@ class Env:
 
     def group(self, name: str = "g", min_member: int = 3, annotations: dict[str, str] | None = None,
               status: dict[str, Any] | None = None, uid: str = "") -> None:
-        self.handle.pod_groups[f"{NS}/{name}"] = {
+        self.handle.cache.gangs.set_group(parse_pod_group({
             "metadata": {"name": name, "namespace": NS, "uid": uid or f"pg-{name}", "generation": 1,
                          "annotations": {OPT_IN_ANNOTATION: "true"} if annotations is None else annotations},
-            "spec": {"minMember": min_member}, "status": status or {}}
+            "spec": {"minMember": min_member}, "status": status or {}}))
 
     def pod(self, name: str, group: str = "g", node: str = "", ready: bool = False, phase: str = "",
             owner: str = "", scheduler: str = SCHED) -> str:
@@ -166,15 +166,14 @@ class Env:
                                                    "uid": "job-uid", "controller": True}]
         self.forget(name)
         self.names[name] = uid
-        self.handle.pods[uid] = parse_pod(obj)
-        self.handle.group_pods.setdefault(f"{NS}/{group}", set()).add(uid)
+        self.handle.pods[uid] = pod = parse_pod(obj)
+        self.handle.gangs.update_membership(None, pod)
         return uid
 
     def forget(self, name: str) -> None:
         uid = self.names.pop(name, None)
         if uid is not None:
-            pod = self.handle.pods.pop(uid)
-            self.handle.group_pods[f"{NS}/{pod.pod_group}"].discard(uid)
+            self.handle.gangs.update_membership(self.handle.pods.pop(uid), None)
 
     def gang(self, n: int, ready: int, group: str = "g", **kw: Any) -> None:
         for i in range(n):
@@ -217,7 +216,7 @@ OPT_IN = [
 def test_which_gangs_take_part(annotations: dict[str, str], all_gangs: bool, want: float | None) -> None:
     env = Env(allGangs=all_gangs)
     env.group(annotations=annotations)
-    assert env.plugin.timeout_for(env.handle.pod_groups["default/g"]) == want
+    assert env.plugin.timeout_for(env.handle.gangs.group("default/g")) == want
 
 
 async def test_a_gang_that_did_not_opt_in_is_never_evicted() -> None:
