@@ -19,7 +19,6 @@ from typing import Any
 
 from scheduler.apiclient import APIClient, NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
-from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.observe import EventRecorder, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
@@ -121,10 +120,9 @@ class App:
             await stack.enter_async_context(
                 serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
         for fw in sched.frameworks.values():
-            for plugin in fw.plugins.values():
-                if isinstance(plugin, BackgroundPlugin):
-                    task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
-                    stack.push_async_callback(_cancel, task)
+            for plugin in fw.background_plugins:
+                task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
+                stack.push_async_callback(_cancel, task)
         if self.pod_group_controller is not None:
             task = asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status")
             stack.push_async_callback(_cancel, task)

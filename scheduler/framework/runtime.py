@@ -153,21 +153,25 @@ class Framework:
                     cls = REGISTRY.get(name)
                     if cls is None:
                         raise ConfigError(f"profiles[{profile.scheduler_name}]: plugin {name!r} is not registered")
+                    fi.check_extension_points(cls)   # a class put in REGISTRY without register() is checked too
                     args = profile.plugin_args.get(name)
                     if args is None:
                         args = parse_args(getattr(cls, "Args", None), None, f"pluginConfig[{name}].args")
                     self.plugins[name] = cls(args, handle)
 
+        # every list below is built here, once, from the plugins' declarations (never by looking for methods)
         def at(point: str) -> list[Any]:
-            proto = fi.EXTENSION_POINTS[point]
             out = []
             for n in profile.plugins.get(point, []):
                 p = self.plugins[n]
-                if not isinstance(p, proto):
+                if fi.CONFIG_POINTS[point] not in p.EXTENSION_POINTS:
                     raise ConfigError(f"profiles[{profile.scheduler_name}].plugins.{point}: "
                                       f"{n} does not implement {point}")
                 out.append(p)
             return out
+
+        def declaring(point: str) -> list[Any]:
+            return [p for p in self.plugins.values() if point in p.EXTENSION_POINTS]
 
         self.pre_enqueue_plugins = at("preEnqueue")
         self.queue_sort = at("queueSort")
@@ -182,11 +186,13 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.weights = {p.NAME: profile.weights.get(p.NAME, 1) for p in self.score_plugins}
-        # runtime Protocol checks are slow: decide once which score plugins normalize
-        self._normalizes = {p.NAME for p in self.score_plugins if isinstance(p, fi.ScoreNormalizer)}
+        self._normalizes = {p.NAME for p in self.score_plugins if "NormalizeScore" in p.EXTENSION_POINTS}
+        self.enqueue_extensions = declaring("EnqueueExtensions")
+        # plugins with a task of their own, which the App runs for the scheduler's lifetime
+        self.background_plugins = declaring("Background")
         self.waiting: dict[str, WaitingPod] = {}
         # the plugin that groups pods into gangs (tandem's group cycle), if the profile has one
-        self.gang = next((p for p in self.plugins.values() if isinstance(p, fi.GangPlugin)), None)
+        self.gang = next(iter(declaring("Gang")), None)
 
     # ------------------------------------------------------------------ queueing
 
@@ -204,10 +210,9 @@ class Framework:
 
     def events_to_register(self) -> list[tuple[str, fi.ClusterEventWithHint]]:
         out = []
-        for p in self.plugins.values():
-            if isinstance(p, fi.EnqueueExtensions):
-                for ev in p.events_to_register():
-                    out.append((p.NAME, ev))
+        for p in self.enqueue_extensions:
+            for ev in p.events_to_register():
+                out.append((p.NAME, ev))
         return out
 
     # ------------------------------------------------------------------ scheduling cycle

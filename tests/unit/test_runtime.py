@@ -37,6 +37,7 @@ class _Base:
 class _PreFilter(_Base):
     """Answers ``self.answer``: a Status, or node names (a PreFilterResult) with Success."""
 
+    EXTENSION_POINTS = frozenset({"PreFilter"})
     answer: Any = None
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Any) -> tuple[PreFilterResult | None, Status]:
@@ -53,6 +54,7 @@ class _PreFilter(_Base):
 class _Filter(_Base):
     """Rejects the nodes in ``self.reject``: node name -> [(reason, code), ...]."""
 
+    EXTENSION_POINTS = frozenset({"Filter"})
     reject: dict[str, list[tuple[str, Code]]] = {}
     boom: Exception | None = None
 
@@ -94,9 +96,11 @@ class TestSkipper(_PreFilter, _Filter):
     """PreFilter and Filter under one name: its PreFilter may Skip its Filter."""
 
     NAME = "TestSkipper"
+    EXTENSION_POINTS = frozenset({"PreFilter", "Filter"})
 
 
 class _Score(_Base):
+    EXTENSION_POINTS = frozenset({"Score"})
     scores: dict[str, int] = {}
     boom: Exception | None = None
 
@@ -117,6 +121,7 @@ class TestScoreNormalized(_Score):
     """Scores scaled so the best node gets 100, as upstream's DefaultNormalizeScore."""
 
     NAME = "TestScoreNormalized"
+    EXTENSION_POINTS = frozenset({"Score", "NormalizeScore"})
 
     def normalize(self, state: CycleState, pod: Pod, scores: np.ndarray) -> None:
         top = scores.max()
@@ -127,12 +132,14 @@ class TestScoreNormalized(_Score):
 @register
 class TestScoreSkipped(_Score):
     NAME = "TestScoreSkipped"
+    EXTENSION_POINTS = frozenset({"PreScore", "Score"})
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Any, rows: np.ndarray) -> Status:
         return Status(Code.SKIP)
 
 
 class _Reserve(_Base):
+    EXTENSION_POINTS = frozenset({"Reserve"})
     status = Status()
     log: list[str] = []
 
@@ -157,6 +164,7 @@ class TestReserveB(_Reserve):
 
 
 class _Permit(_Base):
+    EXTENSION_POINTS = frozenset({"Permit"})
     answer: Any = (Status(), 0.0)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
@@ -176,6 +184,7 @@ class TestPermitB(_Permit):
 
 
 class _Bind(_Base):
+    EXTENSION_POINTS = frozenset({"Bind"})
     answer: Any = Status()
 
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -197,6 +206,7 @@ class TestBindOK(_Bind):
 
 
 class _PostFilter(_Base):
+    EXTENSION_POINTS = frozenset({"PostFilter"})
     answer: Status = Status(Code.UNSCHEDULABLE)
 
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[Any, Status]:
