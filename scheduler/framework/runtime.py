@@ -36,7 +36,7 @@ from scheduler.framework import interface as fi
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.registry import REGISTRY, ConfigError, parse_args
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SUCCESS, Code, Status
 
 if TYPE_CHECKING:
     from scheduler.config import Profile
@@ -99,7 +99,7 @@ class WaitingPod:
         if timer is not None:
             timer.cancel()
         if not self.pending and not self.future.done():
-            self.future.set_result(Status())
+            self.future.set_result(SUCCESS)
 
     def reject(self, plugin: str, msg: str) -> None:
         self.cancel_timers()
@@ -206,7 +206,7 @@ class Framework:
             st = self._call(p, "PreEnqueue", p.pre_enqueue, pod)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     def events_to_register(self) -> list[tuple[str, fi.ClusterEventWithHint]]:
         out = []
@@ -241,7 +241,7 @@ class Framework:
                 state.skip_filter.add(p.NAME)
                 continue
             if not st.is_success():
-                st.with_plugin(p.NAME)
+                st = st.with_plugin(p.NAME)
                 if st.code == Code.UNSCHEDULABLE:
                     # go on: preemption needs every PreFilter's state (upstream, kubernetes#119770);
                     # the last rejection is the one reported, as upstream
@@ -279,7 +279,7 @@ class Framework:
             diag.unschedulable_plugins.update(narrowed_by)
             diag.unresolvable_rows = np.setdiff1d(rows, narrowed, assume_unique=True)
             rows = narrowed
-        return rows, Status(), diag
+        return rows, SUCCESS, diag
 
     def run_filter(self, state: CycleState, pod: "Pod", rows: np.ndarray, diag: Diagnosis) -> tuple[np.ndarray, Status]:
         """Rows that pass every Filter; rejections are counted into ``diag``."""
@@ -314,7 +314,7 @@ class Framework:
             diag.unresolvable_rows = np.concatenate(unresolvable)
         if rejected:
             diag.rejected_rows = np.concatenate(rejected)
-        return rows, Status()
+        return rows, SUCCESS
 
     def run_post_filter(self, state: CycleState, pod: "Pod", diag: Diagnosis) -> tuple[fi.PostFilterResult | None, Status]:
         # until one succeeds or fails for good; the others' reasons are joined, the first rejector named (upstream)
@@ -340,7 +340,7 @@ class Framework:
         nodes = self.handle.nodes
         total = np.zeros(len(rows), dtype=np.int64)
         if len(rows) <= 1:
-            return total, Status()
+            return total, SUCCESS
         for p in self.pre_score_plugins:
             st = self._call(p, "PreScore", p.pre_score, state, pod, nodes, rows)
             if st.is_skip():
@@ -358,14 +358,14 @@ class Framework:
                 if isinstance(st, Status) and not st.is_success():
                     return total, st
             total += scores * self.weights[p.NAME]
-        return total, Status()
+        return total, SUCCESS
 
     def run_reserve(self, state: CycleState, pod: "Pod", node: str) -> Status:
         for p in self.reserve_plugins:
             st = self._call(p, "Reserve", p.reserve, state, pod, node)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: "Pod", node: str) -> None:
         for p in reversed(self.reserve_plugins):
@@ -384,7 +384,7 @@ class Framework:
             elif not st.is_success():
                 return st.with_plugin(p.NAME)
         if not waits:
-            return Status()
+            return SUCCESS
         now = self.handle.clock()
         loop = asyncio.get_running_loop()
         wp = WaitingPod(pod, node, {name: now + t for name, t in waits.items()}, loop.create_future())
@@ -398,7 +398,7 @@ class Framework:
     async def wait_on_permit(self, pod: "Pod") -> Status:
         wp = self.waiting.get(pod.uid)
         if wp is None:
-            return Status()
+            return SUCCESS
         try:
             return await wp.future
         finally:
@@ -420,7 +420,7 @@ class Framework:
                 st = Status.from_error(exc, p.NAME)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     async def run_bind(self, state: CycleState, pod: "Pod", node: str) -> Status:
         for p in self.bind_plugins:

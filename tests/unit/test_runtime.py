@@ -572,6 +572,16 @@ def test_post_filter_stops_at_the_first_success() -> None:
     assert st.is_success() and st.plugin == "TestPostFilterA"
 
 
+def test_a_shared_success_is_named_after_each_plugin_that_returns_it() -> None:
+    shared = Status()   # as a plugin module's _OK: returned by every call, by more than one plugin here
+    for name in ("TestPostFilterA", "TestPostFilterB"):
+        fw = framework(postFilter=[name])
+        fw.plugins[name].answer = shared
+        _, st = fw.run_post_filter(CycleState(), POD, Diagnosis())
+        assert st.is_success() and st.plugin == name
+    assert shared.plugin == ""
+
+
 # ---------------------------------------------------------------------------- Bind
 
 
