@@ -44,6 +44,7 @@ and what is wrong. This module never touches the cluster.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -53,6 +54,8 @@ import yaml
 
 from scheduler.framework.interface import CONFIG_POINTS
 from scheduler.framework.registry import REGISTRY, ConfigError, load_builtin_plugins, parse_args
+
+log = logging.getLogger("tandem.config")
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -346,7 +349,7 @@ def _parse(doc: Any, source: str) -> SchedulerConfig:
         raise ConfigError(f"clientConnection.burst: {burst} must be non-negative")
 
     profiles = _profiles(doc.get("profiles"))
-    return SchedulerConfig(
+    config = SchedulerConfig(
         profiles=profiles,
         percentage_of_nodes_to_score=percentage,
         pod_initial_backoff_seconds=initial,
@@ -358,6 +361,12 @@ def _parse(doc: Any, source: str) -> SchedulerConfig:
         leader_election=_leader_election(doc.get("leaderElection")),
         source=source,
     )
+    if (doc.get("leaderElection") or {}).get("leaderElect") is True:
+        le = config.leader_election
+        log.warning("%s: leaderElection.leaderElect is true, but leader election is not implemented yet: this "
+                    "replica schedules as if it held the lease %s/%s; run a single replica",
+                    source, le.resource_namespace, le.resource_name)
+    return config
 
 
 def _leader_election(raw: Any) -> LeaderElection:

@@ -316,6 +316,28 @@ def test_leader_election_off_skips_its_validation() -> None:
     assert c.leader_election.leader_elect is False
 
 
+@pytest.mark.parametrize("leader_election, warns", [
+    pytest.param({"leaderElect": True, "resourceNamespace": "tandem"}, True,
+                 id="leaderElect true warns that this replica schedules without the lease"),
+    pytest.param({"leaderElect": False}, False, id="leaderElect false is quiet"),
+    pytest.param(None, False, id="no leaderElection block is quiet"),
+])
+def test_leader_elect_true_warns_that_leader_election_is_not_implemented(
+        leader_election: dict[str, Any] | None, warns: bool, caplog: pytest.LogCaptureFixture) -> None:
+    doc = cfg() if leader_election is None else cfg(leaderElection=leader_election)
+    with caplog.at_level("WARNING", logger="tandem.config"):
+        parse_config(doc, "sched.yaml")
+    records = [r for r in caplog.records if r.name == "tandem.config"]
+    if not warns:
+        assert records == []
+        return
+    (record,) = records
+    assert record.levelname == "WARNING"
+    assert record.getMessage() == (
+        "sched.yaml: leaderElection.leaderElect is true, but leader election is not implemented yet: "
+        "this replica schedules as if it held the lease tandem/tandem-scheduler; run a single replica")
+
+
 # ---------------------------------------------------------------------------- errors
 
 ERROR_CASES = [
