@@ -3,7 +3,7 @@
     async with App(config, kubeconfig="sim.kubeconfig") as app:
         ...   # app.scheduler schedules until the block exits
 
-Startup and cleanup are in one place (STYLE.md: aiohttp's cleanup_ctx):
+Startup and cleanup are in one place (as aiohttp's cleanup_ctx):
 the API client, the node, priority class, PodGroup and pod informers, the event
 recorder, the health/metrics server, plugins' background tasks, the PodGroup
 status controller and the scheduling loop start in order and stop in reverse;

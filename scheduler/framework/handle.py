@@ -1,7 +1,7 @@
 """What a plugin may reach besides its args: the framework handle.
 
-Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
-(DESIGN.md); everything else they need arrives through the Handle given to
+Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy;
+everything else they need arrives through the Handle given to
 their constructor: the cache (node table and pods per node), the API client
 (binders, preemption), the event recorder, and the framework itself (for
 waiting pods). Tests build one with only what the plugin under test uses.

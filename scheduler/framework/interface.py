@@ -9,8 +9,8 @@ without a word. :func:`check_extension_points` holds the declaration against
 the methods when a plugin is registered and when a framework is built
 (upstream's compile-time ``var _ framework.FilterPlugin = &Plugin{}``).
 
-Filter and Score are vectorized (see DESIGN.md, "The hot path is
-vectorized"): they receive ``rows``, an int64 array of node-table row
+Filter and Score are vectorized (no Python loop over nodes on the hot
+path): they receive ``rows``, an int64 array of node-table row
 indices still feasible, and answer for all of them at once. A plugin that
 cannot vectorize precomputes per pod in PreFilter and still answers with
 arrays.
