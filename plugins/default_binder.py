@@ -21,6 +21,7 @@ _OK = Status()
 @register
 class DefaultBinder:
     NAME = "DefaultBinder"
+    EXTENSION_POINTS = frozenset({"Bind"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

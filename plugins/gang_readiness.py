@@ -158,6 +158,7 @@ class _Gang:
 @register
 class GangReadiness:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "EnqueueExtensions", "PreFilter", "Background"})
     Args = GangReadinessArgs
 
     def __init__(self, args: GangReadinessArgs | None, handle: Any) -> None:

@@ -50,6 +50,7 @@ def calculate_priority(sums: np.ndarray, num_containers: int) -> np.ndarray:
 @register
 class ImageLocality:
     NAME = "ImageLocality"
+    EXTENSION_POINTS = frozenset({"Score"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

@@ -473,6 +473,7 @@ def default_normalize(scores: np.ndarray, reverse: bool) -> None:
 @register
 class NodeAffinity:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "Filter", "PreScore", "Score", "NormalizeScore"})
     Args = NodeAffinityArgs
 
     def __init__(self, args: NodeAffinityArgs | None, handle: Any) -> None:

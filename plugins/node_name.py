@@ -26,6 +26,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 @register
 class NodeName:
     NAME = "NodeName"
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "Filter"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

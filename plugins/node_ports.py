@@ -60,6 +60,7 @@ def ports_in_use(nodes: NodeTable, rows: np.ndarray, hp: HostPort) -> np.ndarray
 @register
 class NodePorts:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "Filter"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

@@ -204,6 +204,7 @@ def _score_from_std(std: np.ndarray) -> np.ndarray:
 @register
 class NodeResourcesBalancedAllocation:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"PreScore", "Score"})
     Args = NodeResourcesBalancedAllocationArgs
 
     def __init__(self, args: NodeResourcesBalancedAllocationArgs | None, handle: Any) -> None:

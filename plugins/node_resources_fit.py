@@ -437,6 +437,7 @@ def broken_linear_lut(shape: tuple[UtilizationShapePoint, ...]) -> np.ndarray:
 @register
 class NodeResourcesFit:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "Filter", "PreScore", "Score"})
     Args = NodeResourcesFitArgs
 
     def __init__(self, args: NodeResourcesFitArgs | None, handle: Any) -> None:

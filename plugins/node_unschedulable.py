@@ -31,6 +31,7 @@ def tolerates_unschedulable(pod: Pod) -> bool:
 @register
 class NodeUnschedulable:
     NAME = "NodeUnschedulable"
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "Filter"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

@@ -17,6 +17,7 @@ from scheduler.framework import register
 @register
 class PrioritySort:
     NAME = "PrioritySort"
+    EXTENSION_POINTS = frozenset({"QueueSort"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

@@ -23,6 +23,7 @@ _OK = Status()
 @register
 class SchedulingGates:
     NAME = "SchedulingGates"
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "EnqueueExtensions"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

@@ -165,6 +165,7 @@ def first_untolerated(taints: np.ndarray, rank: np.ndarray, rows: np.ndarray, co
 @register
 class TaintToleration:
     NAME = NAME
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "Filter", "PreScore", "Score", "NormalizeScore"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:

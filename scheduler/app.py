@@ -3,7 +3,7 @@
     async with App(config, kubeconfig="sim.kubeconfig") as app:
         ...   # app.scheduler schedules until the block exits
 
-Startup and cleanup are in one place (STYLE.md: aiohttp's cleanup_ctx):
+Startup and cleanup are in one place (as aiohttp's cleanup_ctx):
 the API client, the node, priority class, PodGroup and pod informers, the event
 recorder, the health/metrics server, plugins' background tasks, the PodGroup
 status controller and the scheduling loop start in order and stop in reverse;
@@ -20,7 +20,6 @@ from typing import Any
 from scheduler.apiclient import APIClient, NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
 from scheduler.framework.clock import Clock
-from scheduler.framework.interface import BackgroundPlugin
 from scheduler.informers import Informer
 from scheduler.model import POD_GROUP_API_VERSION
 from scheduler.observe import EventRecorder, Metrics, serve_health
@@ -131,10 +130,9 @@ class App:
             await stack.enter_async_context(
                 serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
         for fw in sched.frameworks.values():
-            for plugin in fw.plugins.values():
-                if isinstance(plugin, BackgroundPlugin):
-                    task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
-                    stack.push_async_callback(_cancel, task)
+            for plugin in fw.background_plugins:
+                task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
+                stack.push_async_callback(_cancel, task)
         if self.pod_group_controller is not None:
             task = asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status")
             stack.push_async_callback(_cancel, task)

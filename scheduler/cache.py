@@ -70,7 +70,6 @@ class NodeTable:
         self._images: dict[str, np.ndarray] = {}
         self._ports: dict[tuple[str, int], np.ndarray] = {}
         self._ip_ports: dict[tuple[str, str, int], np.ndarray] = {}
-        self.version = 0                             # bumps on every change
         self._rows_cache: np.ndarray | None = None
 
     # ------------------------------------------------------------------ shape
@@ -230,7 +229,6 @@ class NodeTable:
                         col = self._images[image] = np.zeros(self.cap, dtype=np.int64)
                     col[row] = size
         self._rows_cache = None
-        self.version += 1
         return row
 
     def clear_node(self, name: str, keep_row: bool) -> None:
@@ -258,7 +256,6 @@ class NodeTable:
             del self.index[name]
             self.free.append(row)
         self._rows_cache = None
-        self.version += 1
 
     def charge(self, row: int, pod: Pod, sign: int) -> None:
         """Add (sign=1) or remove (sign=-1) a pod's requests on a row."""
@@ -277,7 +274,6 @@ class NodeTable:
             if col is None:
                 col = self._ip_ports[(hp.ip, hp.protocol, hp.port)] = np.zeros(self.cap, dtype=np.int32)
             col[row] += sign
-        self.version += 1
 
 
 class GangIndex:

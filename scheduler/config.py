@@ -44,6 +44,7 @@ and what is wrong. This module never touches the cluster.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
@@ -51,8 +52,10 @@ from typing import Any
 
 import yaml
 
-from scheduler.framework.interface import EXTENSION_POINTS
+from scheduler.framework.interface import CONFIG_POINTS
 from scheduler.framework.registry import REGISTRY, ConfigError, load_builtin_plugins, parse_args
+
+log = logging.getLogger("tandem.config")
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -85,7 +88,7 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
 # Plugins removed from the v1 API: naming one is an error there too.
 _REMOVED_PLUGINS = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
 
-POINTS: tuple[str, ...] = tuple(EXTENSION_POINTS)   # preEnqueue, queueSort, ..., postBind
+POINTS: tuple[str, ...] = tuple(CONFIG_POINTS)   # preEnqueue, queueSort, ..., postBind
 MULTI_POINT = "multiPoint"
 
 
@@ -346,7 +349,7 @@ def _parse(doc: Any, source: str) -> SchedulerConfig:
         raise ConfigError(f"clientConnection.burst: {burst} must be non-negative")
 
     profiles = _profiles(doc.get("profiles"))
-    return SchedulerConfig(
+    config = SchedulerConfig(
         profiles=profiles,
         percentage_of_nodes_to_score=percentage,
         pod_initial_backoff_seconds=initial,
@@ -358,6 +361,12 @@ def _parse(doc: Any, source: str) -> SchedulerConfig:
         leader_election=_leader_election(doc.get("leaderElection")),
         source=source,
     )
+    if (doc.get("leaderElection") or {}).get("leaderElect") is True:
+        le = config.leader_election
+        log.warning("%s: leaderElection.leaderElect is true, but leader election is not implemented yet: this "
+                    "replica schedules as if it held the lease %s/%s; run a single replica",
+                    source, le.resource_namespace, le.resource_name)
+    return config
 
 
 def _leader_election(raw: Any) -> LeaderElection:
@@ -534,10 +543,10 @@ def _merge(default: _Set, custom: tuple[list[_Entry], set[str]]) -> _Set:
 
 def _expand(point: str, own: _Set, multi: _Set, path: str) -> list[str]:
     """The plugins called at ``point``: its own list, merged with the multiPoint plugins that implement it."""
-    proto = EXTENSION_POINTS[point]
+    declared = CONFIG_POINTS[point]
     seen: dict[str, str] = {}
     for e in own.enabled:
-        if not isinstance(REGISTRY[e.name], proto):
+        if declared not in REGISTRY[e.name].EXTENSION_POINTS:
             raise ConfigError(f"{e.path}.name: plugin {e.name!r} does not implement {point}")
         if e.name in seen:
             raise ConfigError(f"{e.path}.name: plugin {e.name!r} is already enabled at {point} ({seen[e.name]})")
@@ -548,7 +557,7 @@ def _expand(point: str, own: _Set, multi: _Set, path: str) -> list[str]:
     overrides: set[str] = set()
     from_multi: list[str] = []
     for e in multi.enabled:
-        if not isinstance(REGISTRY[e.name], proto) or e.name in own.disabled:
+        if declared not in REGISTRY[e.name].EXTENSION_POINTS or e.name in own.disabled:
             continue
         if e.name in seen:
             overrides.add(e.name)            # configured at the point itself: that entry wins

@@ -181,7 +181,7 @@ class Metrics:
         self.pending_pods.labels(GATED_Q).set(gated)
 
     def extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
-        """``point`` as in EXTENSION_POINTS ("preFilter") or upstream's label ("PreFilter"); ``status`` a Code label."""
+        """``point`` as in CONFIG_POINTS ("preFilter") or upstream's label ("PreFilter"); ``status`` a Code label."""
         self.framework_extension_point_duration.labels(
             EXTENSION_POINT_LABELS.get(point, point), status, profile).observe(seconds)
 

@@ -16,13 +16,12 @@ class StateData(Protocol):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter", "skip_score", "record_metrics")
+    __slots__ = ("_data", "skip_filter", "skip_score")
 
     def __init__(self) -> None:
         self._data: dict[str, Any] = {}
         self.skip_filter: set[str] = set()   # plugins whose PreFilter returned Skip
         self.skip_score: set[str] = set()    # plugins whose PreScore returned Skip
-        self.record_metrics = False
 
     def write(self, key: str, value: Any) -> None:
         self._data[key] = value
@@ -42,5 +41,4 @@ class CycleState:
         c._data = {k: (v.clone() if hasattr(v, "clone") else v) for k, v in self._data.items()}
         c.skip_filter = set(self.skip_filter)
         c.skip_score = set(self.skip_score)
-        c.record_metrics = self.record_metrics
         return c

@@ -1,12 +1,16 @@
 """The extension points, as Protocols a plugin class implements.
 
 A plugin is one class with a ``NAME`` (its upstream name), a constructor
-``Plugin(args, handle)`` and the methods of the extension points it serves;
-the framework finds out which by ``isinstance`` against these runtime
-checkable Protocols, as kube-scheduler does with type assertions.
+``Plugin(args, handle)``, ``EXTENSION_POINTS`` (a frozenset of the point
+names it implements, the keys of :data:`POINTS`) and those points' methods.
+The framework builds its per-point plugin lists from the declaration, never
+by looking for methods: a misspelt method would otherwise drop its point
+without a word. :func:`check_extension_points` holds the declaration against
+the methods when a plugin is registered and when a framework is built
+(upstream's compile-time ``var _ framework.FilterPlugin = &Plugin{}``).
 
-Filter and Score are vectorized (see DESIGN.md, "The hot path is
-vectorized"): they receive ``rows``, an int64 array of node-table row
+Filter and Score are vectorized (no Python loop over nodes on the hot
+path): they receive ``rows``, an int64 array of node-table row
 indices still feasible, and answer for all of them at once. A plugin that
 cannot vectorize precomputes per pod in PreFilter and still answers with
 arrays.
@@ -21,6 +25,8 @@ Shapes, with k = len(rows):
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
@@ -268,17 +274,107 @@ class BackgroundPlugin(Plugin, Protocol):
     async def run(self) -> None: ...
 
 
-EXTENSION_POINTS: dict[str, type] = {
-    "preEnqueue": PreEnqueuePlugin,
-    "queueSort": QueueSortPlugin,
-    "preFilter": PreFilterPlugin,
-    "filter": FilterPlugin,
-    "postFilter": PostFilterPlugin,
-    "preScore": PreScorePlugin,
-    "score": ScorePlugin,
-    "reserve": ReservePlugin,
-    "permit": PermitPlugin,
-    "preBind": PreBindPlugin,
-    "bind": BindPlugin,
-    "postBind": PostBindPlugin,
+# ---------------------------------------------------------------------------- declarations
+
+POINTS: dict[str, type] = {
+    "PreEnqueue": PreEnqueuePlugin,
+    "QueueSort": QueueSortPlugin,
+    "EnqueueExtensions": EnqueueExtensions,
+    "PreFilter": PreFilterPlugin,
+    "Filter": FilterPlugin,
+    "PostFilter": PostFilterPlugin,
+    "PreScore": PreScorePlugin,
+    "Score": ScorePlugin,
+    "NormalizeScore": ScoreNormalizer,     # upstream's ScoreExtensions; only with Score
+    "Reserve": ReservePlugin,              # Reserve and Unreserve
+    "Permit": PermitPlugin,
+    "PreBind": PreBindPlugin,
+    "Bind": BindPlugin,
+    "PostBind": PostBindPlugin,
+    "Gang": GangPlugin,                    # tandem's group cycle
+    "Background": BackgroundPlugin,        # tandem: a task for the scheduler's lifetime
 }
+"""Extension point name -> the Protocol whose methods a plugin declaring it must define."""
+
+POINT_METHODS: dict[str, tuple[str, ...]] = {
+    point: tuple(m for m, v in vars(proto).items() if not m.startswith("_") and callable(v))
+    for point, proto in POINTS.items()
+}
+"""Extension point name -> its method names ("Reserve" -> ("reserve", "unreserve"))."""
+
+CONFIG_POINTS: dict[str, str] = {
+    "preEnqueue": "PreEnqueue",
+    "queueSort": "QueueSort",
+    "preFilter": "PreFilter",
+    "filter": "Filter",
+    "postFilter": "PostFilter",
+    "preScore": "PreScore",
+    "score": "Score",
+    "reserve": "Reserve",
+    "permit": "Permit",
+    "preBind": "PreBind",
+    "bind": "Bind",
+    "postBind": "PostBind",
+}
+"""The KubeSchedulerConfiguration ``plugins`` fields, in upstream's order -> the extension point each enables."""
+
+_METHOD_POINT = {m: point for point, methods in POINT_METHODS.items() for m in methods}
+_ASYNC_METHODS = frozenset(m for m, point in _METHOD_POINT.items()
+                           if inspect.iscoroutinefunction(getattr(POINTS[point], m)))
+# names a plugin author may reach for, normalized as _squash does: upstream's Go method names
+_ALIASES = {"less": "sort_key", "normalizescore": "normalize", "scoreextensions": "normalize"}
+
+
+def _squash(name: str) -> str:
+    return name.replace("_", "").lower()
+
+
+_SQUASHED = {_squash(m): m for m in _METHOD_POINT} | _ALIASES
+
+
+def _near_miss(name: str) -> str | None:
+    """The extension-point method ``name`` looks like a misspelling of ("scroe" -> "score"), or None."""
+    squashed = _squash(name)
+    if squashed in _SQUASHED:
+        return _SQUASHED[squashed]
+    close = difflib.get_close_matches(squashed, _SQUASHED, n=1, cutoff=0.8)
+    return _SQUASHED[close[0]] if close else None
+
+
+def check_extension_points(cls: type) -> frozenset[str]:
+    """``cls.EXTENSION_POINTS``, checked against the class's methods; a TypeError naming the plugin and point if
+    a declared point's method is missing (or sync where it must be async, or the reverse), or the class defines
+    a public method of a point it does not declare or one that looks like a misspelt extension-point method."""
+    name = getattr(cls, "NAME", "") or cls.__qualname__
+    declared = getattr(cls, "EXTENSION_POINTS", None)
+    if not isinstance(declared, frozenset):
+        raise TypeError(f"plugin {name}: EXTENSION_POINTS must be a frozenset of extension point names "
+                        f"({', '.join(POINTS)}), got {declared!r}")
+    unknown = sorted(p for p in declared if p not in POINTS)
+    if unknown:
+        raise TypeError(f"plugin {name}: unknown extension point {unknown[0]!r} in EXTENSION_POINTS "
+                        f"(known: {', '.join(POINTS)})")
+    if "NormalizeScore" in declared and "Score" not in declared:
+        raise TypeError(f"plugin {name}: declares NormalizeScore without Score")
+    for point in sorted(declared):
+        for method in POINT_METHODS[point]:
+            fn = getattr(cls, method, None)
+            if not callable(fn):
+                raise TypeError(f"plugin {name}: declares {point} but has no method {method}()")
+            if inspect.iscoroutinefunction(fn) != (method in _ASYNC_METHODS):
+                want = "async def" if method in _ASYNC_METHODS else "def (not async)"
+                raise TypeError(f"plugin {name}: {point} method {method}() must be {want}")
+    public = {m for klass in cls.__mro__[:-1] for m, v in vars(klass).items()
+           if not m.startswith("_") and callable(v) and not isinstance(v, type)}
+    for method in sorted(public):
+        point = _METHOD_POINT.get(method)
+        if point is not None:
+            if point not in declared:
+                raise TypeError(f"plugin {name}: defines {method}() but does not declare {point} "
+                                f"in EXTENSION_POINTS")
+            continue
+        like = _near_miss(method)
+        if like is not None:
+            raise TypeError(f"plugin {name}: method {method}() looks like {like}() of {_METHOD_POINT[like]}; "
+                            f"fix the name, or make it private (_{method}) if it is a helper")
+    return declared

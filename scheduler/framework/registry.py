@@ -1,8 +1,9 @@
 """Plugin registry and plugin args parsing.
 
 Each plugin module registers its class with :func:`register`; the class
-has ``NAME`` (the upstream name, e.g. "NodeResourcesFit") and ``Args``, a
-frozen dataclass of its pluginConfig args (or None). :func:`parse_args`
+has ``NAME`` (the upstream name, e.g. "NodeResourcesFit"), ``EXTENSION_POINTS``
+(checked against its methods here, see ``interface.check_extension_points``)
+and ``Args``, a frozen dataclass of its pluginConfig args (or None). :func:`parse_args`
 turns the YAML/JSON ``args`` of a KubeSchedulerConfiguration into that
 dataclass: camelCase keys map to snake_case fields, unknown keys and wrong
 types are a :class:`ConfigError` naming the field path, and the dataclass's
@@ -18,6 +19,8 @@ import types
 import typing
 from typing import Any, Callable
 
+from scheduler.framework.interface import check_extension_points
+
 REGISTRY: dict[str, type] = {}
 
 
@@ -31,6 +34,7 @@ def register(cls: type) -> type:
         raise TypeError(f"{cls.__qualname__} has no NAME")
     if name in REGISTRY and REGISTRY[name] is not cls:
         raise TypeError(f"plugin {name} registered twice ({REGISTRY[name].__module__}, {cls.__module__})")
+    check_extension_points(cls)
     REGISTRY[name] = cls
     return cls
 

@@ -37,7 +37,7 @@ from scheduler.framework.clock import Timer
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.registry import REGISTRY, ConfigError, parse_args
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import SUCCESS, Code, Status
 
 if TYPE_CHECKING:
     from scheduler.config import Profile
@@ -101,7 +101,7 @@ class WaitingPod:
         if timer is not None:
             timer.cancel()
         if not self.pending and not self.future.done():
-            self.future.set_result(Status())
+            self.future.set_result(SUCCESS)
 
     def reject(self, plugin: str, msg: str) -> None:
         self.cancel_timers()
@@ -155,21 +155,25 @@ class Framework:
                     cls = REGISTRY.get(name)
                     if cls is None:
                         raise ConfigError(f"profiles[{profile.scheduler_name}]: plugin {name!r} is not registered")
+                    fi.check_extension_points(cls)   # a class put in REGISTRY without register() is checked too
                     args = profile.plugin_args.get(name)
                     if args is None:
                         args = parse_args(getattr(cls, "Args", None), None, f"pluginConfig[{name}].args")
                     self.plugins[name] = cls(args, handle)
 
+        # every list below is built here, once, from the plugins' declarations (never by looking for methods)
         def at(point: str) -> list[Any]:
-            proto = fi.EXTENSION_POINTS[point]
             out = []
             for n in profile.plugins.get(point, []):
                 p = self.plugins[n]
-                if not isinstance(p, proto):
+                if fi.CONFIG_POINTS[point] not in p.EXTENSION_POINTS:
                     raise ConfigError(f"profiles[{profile.scheduler_name}].plugins.{point}: "
                                       f"{n} does not implement {point}")
                 out.append(p)
             return out
+
+        def declaring(point: str) -> list[Any]:
+            return [p for p in self.plugins.values() if point in p.EXTENSION_POINTS]
 
         self.pre_enqueue_plugins = at("preEnqueue")
         self.queue_sort = at("queueSort")
@@ -184,11 +188,13 @@ class Framework:
         self.bind_plugins = at("bind")
         self.post_bind_plugins = at("postBind")
         self.weights = {p.NAME: profile.weights.get(p.NAME, 1) for p in self.score_plugins}
-        # runtime Protocol checks are slow: decide once which score plugins normalize
-        self._normalizes = {p.NAME for p in self.score_plugins if isinstance(p, fi.ScoreNormalizer)}
+        self._normalizes = {p.NAME for p in self.score_plugins if "NormalizeScore" in p.EXTENSION_POINTS}
+        self.enqueue_extensions = declaring("EnqueueExtensions")
+        # plugins with a task of their own, which the App runs for the scheduler's lifetime
+        self.background_plugins = declaring("Background")
         self.waiting: dict[str, WaitingPod] = {}
         # the plugin that groups pods into gangs (tandem's group cycle), if the profile has one
-        self.gang = next((p for p in self.plugins.values() if isinstance(p, fi.GangPlugin)), None)
+        self.gang = next(iter(declaring("Gang")), None)
 
     # ------------------------------------------------------------------ queueing
 
@@ -202,14 +208,13 @@ class Framework:
             st = self._call(p, "PreEnqueue", p.pre_enqueue, pod)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     def events_to_register(self) -> list[tuple[str, fi.ClusterEventWithHint]]:
         out = []
-        for p in self.plugins.values():
-            if isinstance(p, fi.EnqueueExtensions):
-                for ev in p.events_to_register():
-                    out.append((p.NAME, ev))
+        for p in self.enqueue_extensions:
+            for ev in p.events_to_register():
+                out.append((p.NAME, ev))
         return out
 
     # ------------------------------------------------------------------ scheduling cycle
@@ -238,7 +243,7 @@ class Framework:
                 state.skip_filter.add(p.NAME)
                 continue
             if not st.is_success():
-                st.with_plugin(p.NAME)
+                st = st.with_plugin(p.NAME)
                 if st.code == Code.UNSCHEDULABLE:
                     # go on: preemption needs every PreFilter's state (upstream, kubernetes#119770);
                     # the last rejection is the one reported, as upstream
@@ -276,7 +281,7 @@ class Framework:
             diag.unschedulable_plugins.update(narrowed_by)
             diag.unresolvable_rows = np.setdiff1d(rows, narrowed, assume_unique=True)
             rows = narrowed
-        return rows, Status(), diag
+        return rows, SUCCESS, diag
 
     def run_filter(self, state: CycleState, pod: "Pod", rows: np.ndarray, diag: Diagnosis) -> tuple[np.ndarray, Status]:
         """Rows that pass every Filter; rejections are counted into ``diag``."""
@@ -311,7 +316,7 @@ class Framework:
             diag.unresolvable_rows = np.concatenate(unresolvable)
         if rejected:
             diag.rejected_rows = np.concatenate(rejected)
-        return rows, Status()
+        return rows, SUCCESS
 
     def run_post_filter(self, state: CycleState, pod: "Pod", diag: Diagnosis) -> tuple[fi.PostFilterResult | None, Status]:
         # until one succeeds or fails for good; the others' reasons are joined, the first rejector named (upstream)
@@ -337,7 +342,7 @@ class Framework:
         nodes = self.handle.nodes
         total = np.zeros(len(rows), dtype=np.int64)
         if len(rows) <= 1:
-            return total, Status()
+            return total, SUCCESS
         for p in self.pre_score_plugins:
             st = self._call(p, "PreScore", p.pre_score, state, pod, nodes, rows)
             if st.is_skip():
@@ -355,14 +360,14 @@ class Framework:
                 if isinstance(st, Status) and not st.is_success():
                     return total, st
             total += scores * self.weights[p.NAME]
-        return total, Status()
+        return total, SUCCESS
 
     def run_reserve(self, state: CycleState, pod: "Pod", node: str) -> Status:
         for p in self.reserve_plugins:
             st = self._call(p, "Reserve", p.reserve, state, pod, node)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: "Pod", node: str) -> None:
         for p in reversed(self.reserve_plugins):
@@ -381,7 +386,7 @@ class Framework:
             elif not st.is_success():
                 return st.with_plugin(p.NAME)
         if not waits:
-            return Status()
+            return SUCCESS
         clock = self.handle.clock
         wp = WaitingPod(pod, node, set(waits), asyncio.get_running_loop().create_future())
         for name, t in waits.items():
@@ -394,7 +399,7 @@ class Framework:
     async def wait_on_permit(self, pod: "Pod") -> Status:
         wp = self.waiting.get(pod.uid)
         if wp is None:
-            return Status()
+            return SUCCESS
         try:
             return await wp.future
         finally:
@@ -416,7 +421,7 @@ class Framework:
                 st = Status.from_error(exc, p.NAME)
             if not st.is_success():
                 return st.with_plugin(p.NAME)
-        return Status()
+        return SUCCESS
 
     async def run_bind(self, state: CycleState, pod: "Pod", node: str) -> Status:
         for p in self.bind_plugins:

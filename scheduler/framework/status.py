@@ -8,6 +8,7 @@ the framework turns an exception escaping a plugin into Status(ERROR).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import IntEnum
 
 
@@ -37,17 +38,23 @@ _LABELS = {
 }
 
 
+@dataclass(frozen=True, slots=True, init=False, eq=False, repr=False)
 class Status:
-    """A code, the reasons behind it, and the plugin that said so."""
+    """A code, the reasons behind it, and the plugin that said so. Immutable: one instance may be shared
+    (``SUCCESS``, a plugin's module-level success) by every caller, so nothing may change it in place."""
 
-    __slots__ = ("code", "reasons", "plugin", "error")
+    code: Code
+    reasons: tuple[str, ...]
+    plugin: str
+    error: BaseException | None
 
     def __init__(self, code: Code = Code.SUCCESS, *reasons: str, plugin: str = "",
                  error: BaseException | None = None) -> None:
-        self.code = code
-        self.reasons = reasons
-        self.plugin = plugin
-        self.error = error
+        # the slots' own setters: what frozen's __setattr__ refuses, and cheaper than object.__setattr__
+        _set_code(self, code)
+        _set_reasons(self, reasons)
+        _set_plugin(self, plugin)
+        _set_error(self, error)
 
     @classmethod
     def from_error(cls, error: BaseException, plugin: str = "") -> "Status":
@@ -71,9 +78,16 @@ class Status:
         return ", ".join(self.reasons)
 
     def with_plugin(self, plugin: str) -> "Status":
-        if not self.plugin:
-            self.plugin = plugin
-        return self
+        """This status attributed to ``plugin``: itself if it already names a plugin (the name it came with
+        wins), else a copy naming ``plugin``. Never changes self, so shared statuses stay anonymous."""
+        if self.plugin:
+            return self
+        named = _new(Status)   # __init__ without repacking the reasons: this runs once per bound pod
+        _set_code(named, self.code)
+        _set_reasons(named, self.reasons)
+        _set_plugin(named, plugin)
+        _set_error(named, self.error)
+        return named
 
     def __repr__(self) -> str:
         who = f" by {self.plugin}" if self.plugin else ""
@@ -88,7 +102,11 @@ class Status:
         return hash((self.code, self.reasons))
 
 
-SUCCESS = Status()  # shared: never mutate it (with_plugin on SUCCESS is a no-op by convention)
+_new = object.__new__
+_set_code, _set_reasons, _set_plugin, _set_error = (
+    Status.__dict__[name].__set__ for name in ("code", "reasons", "plugin", "error"))
+
+SUCCESS = Status()  # shared, like every Status safe to share: nothing can change it
 
 
 def ok() -> Status:

@@ -347,16 +347,6 @@ def test_a_new_taint_widens_the_taint_columns_without_losing_data() -> None:
     assert np.array_equal(t.taints[[a, b]], [[True, False], [False, True]])
 
 
-def test_every_change_bumps_the_version() -> None:
-    c = Cache()
-    seen = [c.nodes.version]
-    for step in (lambda: c.add_node(node("a")), lambda: c.add_pod(pod("p", "a")),
-                 lambda: c.remove_pod(pod("p", "a")), lambda: c.remove_node("a")):
-        step()
-        assert c.nodes.version > seen[-1]
-        seen.append(c.nodes.version)
-
-
 # ---------------------------------------------------------------------------- the gang index
 
 

@@ -38,6 +38,7 @@ class _Base:
 class _PreFilter(_Base):
     """Answers ``self.answer``: a Status, or node names (a PreFilterResult) with Success."""
 
+    EXTENSION_POINTS = frozenset({"PreFilter"})
     answer: Any = None
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Any) -> tuple[PreFilterResult | None, Status]:
@@ -54,6 +55,7 @@ class _PreFilter(_Base):
 class _Filter(_Base):
     """Rejects the nodes in ``self.reject``: node name -> [(reason, code), ...]."""
 
+    EXTENSION_POINTS = frozenset({"Filter"})
     reject: dict[str, list[tuple[str, Code]]] = {}
     boom: Exception | None = None
 
@@ -95,9 +97,11 @@ class TestSkipper(_PreFilter, _Filter):
     """PreFilter and Filter under one name: its PreFilter may Skip its Filter."""
 
     NAME = "TestSkipper"
+    EXTENSION_POINTS = frozenset({"PreFilter", "Filter"})
 
 
 class _Score(_Base):
+    EXTENSION_POINTS = frozenset({"Score"})
     scores: dict[str, int] = {}
     boom: Exception | None = None
 
@@ -118,6 +122,7 @@ class TestScoreNormalized(_Score):
     """Scores scaled so the best node gets 100, as upstream's DefaultNormalizeScore."""
 
     NAME = "TestScoreNormalized"
+    EXTENSION_POINTS = frozenset({"Score", "NormalizeScore"})
 
     def normalize(self, state: CycleState, pod: Pod, scores: np.ndarray) -> None:
         top = scores.max()
@@ -128,12 +133,14 @@ class TestScoreNormalized(_Score):
 @register
 class TestScoreSkipped(_Score):
     NAME = "TestScoreSkipped"
+    EXTENSION_POINTS = frozenset({"PreScore", "Score"})
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: Any, rows: np.ndarray) -> Status:
         return Status(Code.SKIP)
 
 
 class _Reserve(_Base):
+    EXTENSION_POINTS = frozenset({"Reserve"})
     status = Status()
     log: list[str] = []
 
@@ -158,6 +165,7 @@ class TestReserveB(_Reserve):
 
 
 class _Permit(_Base):
+    EXTENSION_POINTS = frozenset({"Permit"})
     answer: Any = (Status(), 0.0)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
@@ -177,6 +185,7 @@ class TestPermitB(_Permit):
 
 
 class _Bind(_Base):
+    EXTENSION_POINTS = frozenset({"Bind"})
     answer: Any = Status()
 
     async def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
@@ -198,6 +207,7 @@ class TestBindOK(_Bind):
 
 
 class _PostFilter(_Base):
+    EXTENSION_POINTS = frozenset({"PostFilter"})
     answer: Status = Status(Code.UNSCHEDULABLE)
 
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[Any, Status]:
@@ -571,6 +581,16 @@ def test_post_filter_stops_at_the_first_success() -> None:
     fw.plugins["TestPostFilterA"].answer = Status()
     _, st = fw.run_post_filter(CycleState(), POD, Diagnosis())
     assert st.is_success() and st.plugin == "TestPostFilterA"
+
+
+def test_a_shared_success_is_named_after_each_plugin_that_returns_it() -> None:
+    shared = Status()   # as a plugin module's _OK: returned by every call, by more than one plugin here
+    for name in ("TestPostFilterA", "TestPostFilterB"):
+        fw = framework(postFilter=[name])
+        fw.plugins[name].answer = shared
+        _, st = fw.run_post_filter(CycleState(), POD, Diagnosis())
+        assert st.is_success() and st.plugin == name
+    assert shared.plugin == ""
 
 
 # ---------------------------------------------------------------------------- Bind
