@@ -93,7 +93,8 @@ class CoschedulingArgs:
 @register
 class Coscheduling:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"PreEnqueue", "QueueSort", "EnqueueExtensions", "PreFilter", "PostFilter", "Reserve", "Permit", "Gang"})
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "QueueSort", "EnqueueExtensions", "PreFilter", "PostFilter",
+                                  "Reserve", "Permit", "Gang"})
     Args = CoschedulingArgs
 
     def __init__(self, args: CoschedulingArgs | None, handle: Any) -> None:

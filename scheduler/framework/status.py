@@ -108,22 +108,3 @@ _set_code, _set_reasons, _set_plugin, _set_error = (
 
 SUCCESS = Status()  # shared, like every Status safe to share: nothing can change it
 
-
-def ok() -> Status:
-    return SUCCESS
-
-
-def unschedulable(*reasons: str) -> Status:
-    return Status(Code.UNSCHEDULABLE, *reasons)
-
-
-def unresolvable(*reasons: str) -> Status:
-    return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, *reasons)
-
-
-def error(message: str) -> Status:
-    return Status(Code.ERROR, message)
-
-
-def skip() -> Status:
-    return Status(Code.SKIP)
