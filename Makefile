@@ -9,13 +9,13 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,bench]'
 	touch $(STAMP)
 
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m bench.simcluster.demo $(RUN_ARGS)
+	$(PY) -m bench.demo $(RUN_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

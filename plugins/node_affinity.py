@@ -39,7 +39,7 @@ from scheduler.framework import (
 from scheduler.model import Node, Pod
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeTable
+    from scheduler.framework.interface import NodeTable
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"

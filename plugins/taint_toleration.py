@@ -29,7 +29,7 @@ from scheduler.framework import (
 from scheduler.model import Node, Pod, Taint, Toleration
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeTable
+    from scheduler.framework.interface import NodeTable
 
 NAME = "TaintToleration"
 PRE_SCORE_KEY = "PreScore" + NAME

@@ -4,7 +4,7 @@ Used three ways, all through :class:`SimCluster`:
 
 * ``async with SimCluster(nodes=100) as c:`` inside tests and the benchmark;
 * ``python -m bench.simcluster`` (the CLI) in its own process;
-* ``make run``'s demo.
+* ``make run``'s demo (``bench/demo.py``).
 
 The server binds loopback only. Port 0 picks a free port; ``c.url`` says
 which.

@@ -28,8 +28,8 @@ def resource_labels() -> frozenset[str]:
     """Every resource name a rule can match, as the server labels requests (plural[/sub][.group])."""
     out = set()
     for rt in RESOURCES:
-        for base in (rt.plural, *(f"{rt.plural}/{sub}" for sub in rt.subresources)):
-            out.add(f"{base}.{rt.group}" if rt.group else base)
+        for sub in ("", *rt.subresources):
+            out.add(rt.label(sub))
     return frozenset(out)
 
 

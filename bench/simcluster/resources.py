@@ -119,6 +119,11 @@ class ResourceType:
     def qualified(self) -> str:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
+    def label(self, subresource: str = "") -> str:
+        """``plural[/subresource][.group]``: how fault rules and write hooks name a request's resource."""
+        base = f"{self.plural}/{subresource}" if subresource else self.plural
+        return f"{base}.{self.group}" if self.group else base
+
 
 def _fieldset(fn: Callable[[dict[str, Any]], dict[str, str]]) -> frozenset[str]:
     return frozenset(fn({}).keys())

@@ -80,8 +80,7 @@ class Request:
             self.verb = "delete" if name else "deletecollection"
         else:
             self.verb = method.lower()
-        base = rt.plural + (f"/{subresource}" if subresource else "")
-        self.resource_label = f"{base}.{rt.group}" if rt.group else base
+        self.resource_label = rt.label(subresource)
 
 
 def parse_path(path: str, method: str, query: Any) -> Request | None:

@@ -25,6 +25,12 @@ Layout, chosen for speed and memory:
 Everything here is synchronous and runs on the event loop thread, so a
 write is atomic with respect to every reader. Nothing may await in here
 except :meth:`Watcher.next`.
+
+Tests that must see writes as they happen (every bind, every 409), not only
+the state they leave, register hooks: :meth:`Store.observe` (after each
+write, with what it stored or the error it failed with) and
+:meth:`Store.admit` (before each write, able to refuse it). A store without
+hooks runs the plain write methods: the hooks cost nothing until used.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import bisect
+import functools
+import inspect
 import random
 import time
 import uuid
@@ -132,6 +140,12 @@ def MATCH_ALL(_: Any) -> bool:
     return True
 
 
+# fn(verb, resource, namespace, name, result): result is the stored Entry or the APIError the write failed with
+Observer = Callable[[str, str, str, str, "Entry | errors.APIError"], None]
+# fn(verb, resource, namespace, name): raises errors.APIError to refuse the write
+Admission = Callable[[str, str, str, str], None]
+
+
 class Store:
     """The whole cluster state. ``window`` is the number of events each resource retains."""
 
@@ -144,6 +158,8 @@ class Store:
             if rt.storage is None:
                 self.tables[rt.key] = Table(rt)
         self._ts_cache = (0, "")
+        self._observers: list[Observer] = []
+        self._admissions: list[Admission] = []
         self._bootstrap()
 
     # ------------------------------------------------------------------ helpers
@@ -711,6 +727,64 @@ class Store:
                                "lastTransitionTime": now})
         return self._commit(pods, pod, MODIFIED, cur)
 
+    # ------------------------------------------------------------------ write hooks
+
+    def observe(self, fn: Observer) -> Callable[[], None]:
+        """Call ``fn(verb, resource, namespace, name, result)`` after every write; returns its removal.
+
+        What kube-apiserver's audit log records of a request, in process:
+
+        * ``verb``: ``create``, ``update``, ``patch`` or ``delete``; a bind is
+          a ``create`` of ``pods/binding``, as the HTTP layer and fault rules
+          name it;
+        * ``resource``: ``plural[/subresource][.group]``, e.g. ``pods``,
+          ``pods/binding``, ``pods/status``, ``podgroups.scheduling.x-k8s.io``;
+        * ``namespace``, ``name``: the object's (namespace "" when
+          cluster-scoped; name "" for a create refused before generateName
+          gave it one);
+        * ``result``: the :class:`Entry` the write stored (a delete's: the
+          object as the delete left it, gone or marked with a
+          deletionTimestamp), or the :class:`errors.APIError` the write failed
+          with, as its caller gets it (a refused bind: 409 and its message).
+
+        Every write through :meth:`create`, :meth:`update`, :meth:`patch`,
+        :meth:`delete` (each one of a delete-collection too) and :meth:`bind`
+        is reported, whoever made it: the HTTP API, the node agent, a test.
+        Not reported: dry runs, which write nothing, and the deletes of the
+        store's own namespace cleanup.
+
+        Observers run synchronously after the write, before its caller gets
+        the answer; they must not write to the store. Whatever one raises
+        reaches the caller (over HTTP: a 500), the write stays done.
+        """
+        return self._add_hook(self._observers, fn)
+
+    def admit(self, fn: Admission) -> Callable[[], None]:
+        """Call ``fn(verb, resource, namespace, name)`` before every write; returns its removal.
+
+        A validating admission webhook, in process: ``fn`` refuses the write by
+        raising an :class:`errors.APIError`, which the caller gets instead
+        (and observers see as the write's result); returning lets it through.
+        Arguments and the writes covered are those of :meth:`observe`.
+        """
+        return self._add_hook(self._admissions, fn)
+
+    def _add_hook(self, hooks: list[Any], fn: Any) -> Callable[[], None]:
+        # Zero cost until used: the first hook shadows this store's write methods with hooked
+        # ones (instance attributes over the class's); removing the last hook drops them again.
+        if not self._observers and not self._admissions:
+            for method, verb in _HOOKED_WRITES.items():
+                setattr(self, method, _hooked(self, method, verb))
+        hooks.append(fn)
+
+        def remove() -> None:
+            hooks.remove(fn)
+            if not self._observers and not self._admissions:
+                for method in _HOOKED_WRITES:
+                    delattr(self, method)
+
+        return remove
+
     # ------------------------------------------------------------------ per-kind rules
 
     def _decode_body(self, rt: ResourceType, obj: Any) -> dict[str, Any]:
@@ -805,6 +879,53 @@ class Store:
     @staticmethod
     def _seq_after(table: Table, rv: int) -> int:
         return table.base + bisect.bisect_right(table.log, rv, key=lambda ev: ev.rv)
+
+
+# the write methods hooks see, and the verb each one is
+_HOOKED_WRITES = {"create": "create", "update": "update", "patch": "patch", "delete": "delete", "bind": "create"}
+
+
+def _hooked(store: Store, method: str, verb: str) -> Callable[..., Any]:
+    """``store.<method>`` with the store's admissions before it and its observers after it."""
+    plain = getattr(Store, method)
+    signature = inspect.signature(plain)
+
+    @functools.wraps(plain)
+    def write(*args: Any, **kwargs: Any) -> Any:
+        a = signature.bind(store, *args, **kwargs).arguments
+        if a.get("dry_run"):
+            return plain(store, *args, **kwargs)
+        resource, ns, name = _write_target(method, a)
+        try:
+            for admit in tuple(store._admissions):
+                admit(verb, resource, ns, name)
+            result = plain(store, *args, **kwargs)
+        except errors.APIError as exc:
+            for observe in tuple(store._observers):
+                observe(verb, resource, ns, name, exc)
+            raise
+        entry = result[0] if method == "delete" else result   # delete answers (entry, gone)
+        for observe in tuple(store._observers):
+            observe(verb, resource, entry.key[0], entry.key[1], entry)
+        return result
+
+    return write
+
+
+def _write_target(method: str, a: dict[str, Any]) -> tuple[str, str, str]:
+    """(resource, namespace, name) of a write, from its arguments, before it runs."""
+    if method == "bind":
+        return "pods/binding", a["ns"], a["name"]
+    rt: ResourceType = a["rt"]
+    resource = rt.label(a.get("subresource", ""))
+    ns = a["ns"] if rt.namespaced else ""
+    if method != "create":
+        return resource, ns, a["name"]
+    meta = a["obj"].get("metadata") if isinstance(a["obj"], dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+    if rt.namespaced and not ns:
+        ns = str(meta.get("namespace") or "default")   # as create fills it in
+    return resource, ns, str(meta.get("name") or "")
 
 
 class Watcher:

@@ -1,4 +1,4 @@
-"""``make run`` as CI runs it: ``python -m bench.simcluster.demo --once`` in its own process.
+"""``make run`` as CI runs it: ``python -m bench.demo --once`` in its own process.
 
 The demo's table is its promise to a first-time user: each pod of the
 workload on the node its constraints and the default scores pick, and the
@@ -37,7 +37,7 @@ FIT_ERROR = ("0/6 nodes are available: 1 node(s) had untolerated taint {dedicate
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
     kubeconfig = tmp_path_factory.mktemp("demo") / "sim.kubeconfig"
-    proc = subprocess.run([sys.executable, "-m", "bench.simcluster.demo", "--once", "--kubeconfig", str(kubeconfig)],
+    proc = subprocess.run([sys.executable, "-m", "bench.demo", "--once", "--kubeconfig", str(kubeconfig)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
     return proc, kubeconfig
 

@@ -109,21 +109,23 @@ class Sim:
     def watch_binds(self) -> None:
         """Log every bind, note how many members of the pod's gang had a node at its gang's first bind,
         and refuse the binds of ``held_back`` pods (as an API server refusing them would)."""
-        store = self.store
-        original = store.bind
 
-        def bind(ns: str, name: str, binding: Any) -> Any:
-            if name in self.held_back:
+        def refuse_held_back(verb: str, resource: str, ns: str, name: str) -> None:
+            if resource == "pods/binding" and name in self.held_back:
                 raise sim_errors.forbidden("pods", name, "held back by the test")
-            group = ((self.pod(name) or {}).get("metadata", {}).get("labels") or {}).get(GROUP_LABEL)
+
+        def on_write(verb: str, resource: str, ns: str, name: str, result: Any) -> None:
+            if resource != "pods/binding" or isinstance(result, sim_errors.APIError):
+                return
+            # observers run inside the write, on the event loop: the scheduler's cache is as it was
+            # when the bind came in
+            group = result.labels.get(GROUP_LABEL)
             if group and group not in self.first_bind_placed and self.app is not None:
                 self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(f"{NS}/{group}"))
-            entry = original(ns, name, binding)
-            target = str(((binding or {}).get("target") or {}).get("name", ""))
-            self.binds.append((time.monotonic(), name, target))
-            return entry
+            self.binds.append((time.monotonic(), name, result.fields["spec.nodeName"]))
 
-        store.bind = bind
+        self.store.admit(refuse_held_back)
+        self.store.observe(on_write)
 
 
 @contextlib.asynccontextmanager

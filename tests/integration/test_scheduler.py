@@ -130,7 +130,7 @@ class Env:
     app: App
     client: APIClient
     binds: list[tuple[str, str]] = field(default_factory=list)           # (pod name, node) of every bind that succeeded
-    bind_conflicts: list[tuple[str, str, str]] = field(default_factory=list)  # (pod name, node, message) of 409s
+    bind_conflicts: list[tuple[str, str]] = field(default_factory=list)  # (pod name, message) of binds answered 409
 
     @property
     def store(self) -> Any:
@@ -204,22 +204,18 @@ async def stays(cond: Callable[[], bool], seconds: float, what: str) -> None:
 
 
 def record_binds(env: Env) -> None:
-    """Wrap the store's bind (what pods/binding calls) to log every success and every 409."""
-    store = env.store
-    original = store.bind
+    """Log every bind that succeeds and every 409 a bind gets, as the store's write observer sees them."""
 
-    def bind(ns: str, name: str, binding: Any) -> Any:
-        target = str(((binding or {}).get("target") or {}).get("name", "")) if isinstance(binding, dict) else ""
-        try:
-            entry = original(ns, name, binding)
-        except sim_errors.APIError as exc:
-            if exc.code == 409:
-                env.bind_conflicts.append((name, target, exc.message))
-            raise
-        env.binds.append((name, target))
-        return entry
+    def on_write(verb: str, resource: str, ns: str, name: str, result: Any) -> None:
+        if resource != "pods/binding":
+            return
+        if isinstance(result, sim_errors.APIError):
+            if result.code == 409:
+                env.bind_conflicts.append((name, result.message))
+        else:
+            env.binds.append((name, result.fields["spec.nodeName"]))
 
-    store.bind = bind
+    env.store.observe(on_write)
 
 
 @contextlib.asynccontextmanager

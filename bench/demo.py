@@ -26,7 +26,8 @@ tie-breaking: pods are submitted one after another and tandem schedules them
 in that order (PrioritySort: equal priority, first in first out), and each
 expected node wins its score by a clear margin. The table marks any pod
 that landed elsewhere, and ``tests/integration/test_demo.py`` holds it to
-that. This module is a client of the scheduler, never part of it.
+that. This module is a client of the scheduler, never part of it, and it
+lives outside ``bench/simcluster``, which never imports the scheduler.
 """
 
 from __future__ import annotations
@@ -320,7 +321,7 @@ async def demo(kubeconfig: Path, once: bool, port: int, metrics_port: int, timeo
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.simcluster.demo",
+    p = argparse.ArgumentParser(prog="python -m bench.demo",
                                 description="The simulated cluster and tandem in one process, with a small workload.")
     p.add_argument("--port", type=int, default=0, help="API server port (0: any free port)")
     p.add_argument("--metrics-port", type=int, default=0,
