@@ -11,7 +11,7 @@ metrics endpoint reports.
 
 Why not the generated kubernetes-asyncio API classes: they deserialize every
 response into model objects (about 120 us per pod against 3 us for
-``orjson.loads``, see DESIGN.md), and the binding subresource answers a
+``orjson.loads``, see docs/architecture.md), and the binding subresource answers a
 ``Status`` the generated ``create_namespaced_binding`` cannot parse. So this
 module speaks raw JSON and hands out plain dicts: request/response calls
 go through :mod:`scheduler.transport` (a keep-alive HTTP/1.1 pool with the

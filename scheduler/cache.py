@@ -1,7 +1,7 @@
 """Cluster state for scheduling: the node table and the pods on each node.
 
 The :class:`NodeTable` keeps one row per node in numpy columns so Filter
-and Score plugins work on whole columns (DESIGN.md, "The hot path is
+and Score plugins work on whole columns (docs/architecture.md, "The hot path is
 vectorized"):
 
 * ``alloc`` / ``requested``: int64[rows, R], R resources (cpu in
