@@ -15,6 +15,7 @@ from scheduler.observe import (
     BINDING, FAILED_SCHEDULING, MAX_NOTE_BYTES, NORMAL, SCHEDULED, SCHEDULED_REASON, SCHEDULING, WARNING,
     EventRecorder, Metrics, exponential_buckets, object_reference, serve_health,
 )
+from tests.support.waiting import eventually
 
 POD = Pod(uid="uid-1", namespace="team", name="web-0", resource_version="42")
 NODE = Node(name="node-a", uid="node-uid")
@@ -490,7 +491,7 @@ async def test_a_failing_sink_is_counted_and_recording_goes_on() -> None:
     rec = recorder(sink)
     rec.start()
     rec.eventf(POD, None, WARNING, "A", SCHEDULING, "n")
-    await asyncio.sleep(0.01)
+    await eventually(lambda: rec.failed == 1, "the failed create to be counted")
     sink.fail_create = None
     rec.eventf(POD, None, WARNING, "B", SCHEDULING, "n")
     await rec.stop()

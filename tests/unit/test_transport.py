@@ -13,6 +13,7 @@ from typing import Awaitable, Callable
 import pytest
 
 from scheduler.transport import Transport, TransportError
+from tests.support.waiting import eventually, settle
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]
 
@@ -135,11 +136,7 @@ async def test_an_idle_connection_the_server_closed_is_not_handed_out() -> None:
     async with one_reply_server(ok(b"{}")) as srv:   # a keep-alive answer, then the server closes
         t = Transport("127.0.0.1", srv.port)
         await t.request("GET", "/x")
-        for _ in range(20):
-            if t.connections == 0:
-                break
-            await asyncio.sleep(0.01)
-        assert t.connections == 0, "the pool noticed the close"
+        await eventually(lambda: t.connections == 0, "the pool to notice the close")
         assert (await t.request("GET", "/x")).status == 200
         await t.close()
     assert srv.connections == 2
@@ -197,7 +194,7 @@ async def test_a_cancelled_exchange_closes_its_connection() -> None:
     async with slow_then_fresh_server(release) as srv:
         t = Transport("127.0.0.1", srv.port)
         task = asyncio.create_task(t.request("GET", "/slow"))
-        await asyncio.sleep(0.05)
+        await eventually(lambda: any(b"/slow" in r for r in srv.requests), "the server to receive /slow")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -220,8 +217,9 @@ async def test_concurrent_requests_open_at_most_limit_connections() -> None:
     async with Server(handler) as srv:
         t = Transport("127.0.0.1", srv.port, limit=2)
         tasks = [asyncio.create_task(t.request("GET", "/x")) for _ in range(6)]
-        await asyncio.sleep(0.05)
-        assert t.connections == 2
+        await eventually(lambda: len(srv.requests) == 2, "the first two requests to arrive")
+        await settle()
+        assert t.connections == 2 and len(srv.requests) == 2, "the other four wait for a pooled connection"
         gate.set()
         assert [r.status for r in await asyncio.gather(*tasks)] == [200] * 6
         await t.close()
