@@ -52,7 +52,8 @@ class EventHandlers:
                 if old is not None and pod is not None and old.pod_group == pod.pod_group:
                     return  # same group: once is enough
 
-    def on_pod_add(self, obj: dict[str, Any]) -> None:
+    def _store_pod(self, obj: dict[str, Any]) -> tuple[Pod, Pod | None]:
+        """Parse an added or updated pod, keep it as the latest record and its gang membership current."""
         pod = parse_pod(obj)
         old = self.pods.get(pod.uid)
         self.cache.gangs.update_membership(old, pod)
@@ -60,7 +61,12 @@ class EventHandlers:
         if self.group_listeners:
             self._group_changed(old, pod)
         if pod.node_name:
-            self._conditions.pop(pod.uid, None)
+            self._conditions.pop(pod.uid, None)   # bound: no PodScheduled=False of ours to keep current
+        return pod, old
+
+    def on_pod_add(self, obj: dict[str, Any]) -> None:
+        pod, _ = self._store_pod(obj)
+        if pod.node_name:
             if not pod.terminal:
                 self.cache.add_pod(pod)
                 self.queue.delete(pod.uid)  # bound by someone: not ours to schedule any more
@@ -69,14 +75,8 @@ class EventHandlers:
             self.queue.add(pod, pod.scheduler_name)
 
     def on_pod_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
-        pod = parse_pod(obj)
-        old = self.pods.get(pod.uid)
-        self.cache.gangs.update_membership(old, pod)
-        self.pods[pod.uid] = pod
-        if self.group_listeners:
-            self._group_changed(old, pod)
+        pod, old = self._store_pod(obj)
         if pod.node_name:
-            self._conditions.pop(pod.uid, None)
             if pod.terminal:
                 # finished pods free their node (the informer's assigned-and-not-terminal filter)
                 self.cache.remove_pod(pod)
