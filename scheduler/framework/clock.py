@@ -19,6 +19,11 @@ booted a minute ago; so nothing here mixes them.
 
 A clock is callable (``clock()`` is ``clock.now()``) because the scheduling
 cycle reads it per pod and a bound method call is the cheapest read.
+
+Not on this clock, on purpose: timeouts that bound real I/O (a socket
+exchange in ``transport.py``, the drains at shutdown), which a fake clock
+could never make happen sooner, and durations measured for metrics
+(``time.perf_counter``), which measure work rather than schedule it.
 """
 
 from __future__ import annotations
