@@ -286,7 +286,8 @@ class PodGroupController:
         qi = self.scheduler.queue.infos.get(pod.uid)
         if qi is not None and qi.attempts > 0:
             return True
-        return pod_condition(pod, "PodScheduled") is not None
+        # past Permit the queue is done with a pod while it binds: assumed means attempted
+        return self.scheduler.cache.is_assumed(pod.uid) or pod_condition(pod, "PodScheduled") is not None
 
     def _start_time(self, members: list[Pod]) -> float:
         """Wall-clock time of the first attempt: the queue remembers it (monotonic), the API's conditions too."""

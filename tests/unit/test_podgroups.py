@@ -491,3 +491,17 @@ def test_a_status_budget_that_could_never_write_is_refused(qps: float, burst: in
     env = Env()
     with pytest.raises(ValueError, match="qps > 0 and burst >= 1"):
         PodGroupController(env.sched, env.client, qps=qps, burst=burst)
+
+
+async def test_a_member_binding_after_permit_counts_as_attempted() -> None:
+    # past Permit the queue is done with a pod (as upstream) while its bind runs: the cache still has it assumed
+    env = Env()
+    env.group(min_member=2)
+    env.pod("p0")
+    env.pod("p1")
+    for uid in ("uid-p0", "uid-p1"):
+        env.sched.queue.delete(uid)   # popped and done, as a pod whose bind is under way
+        env.sched.cache.assume(env.sched.pods[uid], "n1")
+    await env.sync()
+    assert env.status()["phase"] == SCHEDULING, "assumed members were attempted: not PreScheduling"
+    assert env.status()["scheduleStartTime"] == "2024-05-01T10:00:00Z"
