@@ -101,8 +101,9 @@ class Binding:
             self.queue.done(pod.uid)  # deleted or bound meanwhile: nothing to requeue or report
             return
         if done:
-            qi.pod = latest  # the queue stopped following the pod's updates at done()
-            self.queue.requeue_after_done(qi)
+            if not latest.deleting:   # going away: the delete handler dropped it, the requeue would revive it
+                qi.pod = latest  # the queue stopped following the pod's updates at done()
+                self.queue.requeue_after_done(qi)
         else:
             self.queue.requeue_failed(qi, unschedulable)
         if self.events is not None:

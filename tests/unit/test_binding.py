@@ -150,3 +150,16 @@ async def test_a_pod_deleted_while_it_binds_is_not_requeued_or_reported() -> Non
     await until(lambda: not s._tasks, "the binding task to end")
     assert "uid-p" not in s.queue and s.cache.where("uid-p") is None
     assert events.recorded == [] and api.conditions == []
+
+
+async def test_a_pod_going_away_while_it_binds_is_not_brought_back_by_a_failed_bind() -> None:
+    # a deletionTimestamp is not yet a delete: the pod is still known, but the delete handler already
+    # dropped it from the queue, and a failed bind must not put it back there
+    api = SlowAPI(fail_with=RuntimeError("pod is being deleted"))
+    s = scheduler(api)
+    s.on_pod_add(pod("p"))
+    await scheduled_and_binding(s, api)
+    s.on_pod_update(pod("p"), pod("p", deleting=True))
+    api.release.set()
+    await until(lambda: not s._tasks, "the binding task to end")
+    assert "uid-p" not in s.queue and s.cache.where("uid-p") is None
