@@ -414,6 +414,11 @@ class Cache:
         st = self.pods.get(pod.uid)
         if st is not None:
             if st.node == pod.node_name and st.pod.requests == pod.requests:
+                if st.pod.pod_group != pod.pod_group:   # its group label changed: move it in the gang index
+                    if st.pod.pod_group:
+                        self.gangs._unplace(st.pod)
+                    if pod.pod_group:
+                        self.gangs._place(pod, st.node)
                 st.pod = pod
                 st.assumed = False
                 self.by_node[st.node][pod.uid] = pod

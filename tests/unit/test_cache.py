@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -390,3 +391,13 @@ def test_the_podgroup_record_is_kept_by_key() -> None:
     assert gangs.group("ns/g") is pg
     gangs.remove_group("ns/g")
     assert gangs.group("ns/g") is None
+
+
+def test_a_bound_member_whose_group_label_changes_moves_in_the_gang_index() -> None:
+    cache = Cache()
+    cache.add_node(parse_node({"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "pods": "10"}}}))
+    cache.add_pod(member("a", node="n1"))
+    cache.add_pod(member("a", group="h", node="n1"))
+    assert cache.gangs.placed_members("ns/g") == {} and cache.gangs.placed_members("ns/h") == {"a": "n1"}
+    cache.add_pod(dataclasses.replace(member("a", node="n1"), pod_group=""))
+    assert cache.gangs.placed == {}
