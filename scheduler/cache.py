@@ -23,7 +23,10 @@ The :class:`Cache` owns the table and every pod bound or assumed to a node,
 of every scheduler (a node's capacity is shared), and the one gang index
 (:class:`GangIndex`): the PodGroups, the pods that name each, and the
 members that hold a node. The queue, the plugins (through the Handle) and
-the PodGroup status controller all read that one index. Assume adds a pod's
+the PodGroup status controller all read that one index. It also owns
+:class:`~scheduler.podcounts.PodCounts` (``counts``): per-node counts of
+placed pods by selector and the placed pods' own affinity terms, which
+InterPodAffinity and PodTopologySpread read instead of walking pods. Assume adds a pod's
 requests to its row before the bind is confirmed; forget takes them back.
 Everything here is synchronous and runs on the event loop: the scheduling
 cycle reads it without a snapshot because nothing can change it mid-cycle.
@@ -38,6 +41,7 @@ from typing import Iterator
 import numpy as np
 
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod, PodGroup, Taint
+from scheduler.podcounts import PodCounts
 
 log = logging.getLogger("tandem.cache")
 
@@ -357,6 +361,8 @@ class Cache:
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
+        # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
+        self.counts = PodCounts(self.nodes, self.pods)
 
     # ------------------------------------------------------------------ nodes
 
@@ -384,6 +390,7 @@ class Cache:
         row = self.nodes.ensure_row(node)
         self.nodes.charge(row, pod, 1)
         self.pods[pod.uid] = PodState(pod, node, assumed)
+        self.counts.place(pod, row)
         self.by_node.setdefault(node, {})[pod.uid] = pod
         if pod.pod_group:
             self.gangs._place(pod, node)
@@ -397,6 +404,7 @@ class Cache:
         row = self.nodes.row(st.node)
         if row is not None:
             self.nodes.charge(row, st.pod, -1)
+            self.counts.unplace(st.pod, row)
         on_node = self.by_node.get(st.node)
         if on_node is not None:
             on_node.pop(uid, None)
@@ -419,6 +427,11 @@ class Cache:
                         self.gangs._unplace(st.pod)
                     if pod.pod_group:
                         self.gangs._place(pod, st.node)
+                if self.counts.changes_counts(st.pod, pod):   # labels, deletion or terms: recount it
+                    row = self.nodes.row(st.node)
+                    if row is not None:
+                        self.counts.unplace(st.pod, row)
+                        self.counts.place(pod, row)
                 st.pod = pod
                 st.assumed = False
                 self.by_node[st.node][pod.uid] = pod
@@ -454,3 +467,12 @@ class Cache:
     def where(self, uid: str) -> str | None:
         st = self.pods.get(uid)
         return None if st is None else st.node
+
+    # ------------------------------------------------------------------ namespaces
+
+    def set_namespace(self, name: str, labels: dict[str, str]) -> None:
+        """A namespace was added or updated: its labels, for affinity terms' namespaceSelector."""
+        self.counts.set_namespace(name, labels)
+
+    def remove_namespace(self, name: str) -> None:
+        self.counts.remove_namespace(name)

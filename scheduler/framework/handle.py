@@ -17,6 +17,7 @@ from scheduler.framework.clock import Clock
 
 if TYPE_CHECKING:
     from scheduler.cache import Cache, GangIndex, NodeTable
+    from scheduler.podcounts import PodCounts
 
 
 class Handle:
@@ -36,6 +37,11 @@ class Handle:
     @property
     def nodes(self) -> "NodeTable":
         return self.cache.nodes
+
+    @property
+    def counts(self) -> "PodCounts":
+        """Per-node counts of placed pods by selection, and placed pods' affinity terms (read-only here)."""
+        return self.cache.counts
 
     @property
     def gangs(self) -> "GangIndex":
