@@ -22,7 +22,9 @@ import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable
+
+import orjson
 
 CPU = "cpu"
 MEMORY = "memory"
@@ -686,7 +688,7 @@ def _affinity_term(raw: Any, path: str, namespace: str, labels: dict[str, str], 
     raw_ns_sel = t.get("namespaceSelector")
     ns_selector = parse_label_selector(raw_ns_sel, f"{path}.namespaceSelector", probs)
     # getNamespacesFromPodAffinityTerm: neither namespaces nor namespaceSelector means the pod's own namespace
-    namespaces = frozenset(names) if names or raw_ns_sel is not None else frozenset((namespace,))
+    namespaces = frozenset(names or ()) if names or raw_ns_sel is not None else frozenset((namespace,))
     key = t.get("topologyKey")
     if not isinstance(key, str) or not key:
         probs.add(f"{path}.topologyKey", "Required value: can not be empty")
@@ -770,6 +772,30 @@ def _spread_constraints(raw: Any, labels: dict[str, str], probs: _Problems) -> t
     return tuple(out)
 
 
+_terms_cache: dict[tuple[Any, ...], tuple[Any, str]] = {}
+
+
+def _memo(kind: str, raw: Any, namespace: str, labels: dict[str, str], probs: _Problems,
+          parse: Callable[[_Problems], Any]) -> Any:
+    """``parse(probs)`` of a pod's affinity or spread terms (``raw``, their JSON), memoized: a workload's pods
+    repeat the same terms, and building their selectors is most of the cost of parsing such a pod. The key
+    is the JSON, the namespace (the default for affinity terms) and, when matchLabelKeys or
+    mismatchLabelKeys make the result depend on them, the pod's labels."""
+    text = orjson.dumps(raw)
+    key: tuple[Any, ...] = (kind, namespace, text)
+    if b"abelKeys" in text:
+        key += (tuple(sorted(labels.items())),)
+    hit = _terms_cache.get(key)
+    if hit is None:
+        mine = _Problems()
+        hit = (parse(mine), mine.first)
+        if len(_terms_cache) < 4096:
+            _terms_cache[key] = hit
+    if hit[1] and not probs.first:
+        probs.first = hit[1]
+    return hit[0]
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     meta = _d(obj.get("metadata"))
     spec = _d(obj.get("spec"))
@@ -805,6 +831,18 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     pc_name = spec.get("priorityClassName") or ""
     if priority is None:
         priority = 0
+    namespace = str(meta.get("namespace", ""))
+    aff = _d(spec.get("affinity"))
+    pod_affinity = None
+    if aff.get("podAffinity") is not None or aff.get("podAntiAffinity") is not None:
+        raw_aff = (aff.get("podAffinity"), aff.get("podAntiAffinity"))
+        pod_affinity = _memo("affinity", raw_aff, namespace, labels, probs,
+                             lambda pr: _pod_affinity(aff, namespace, labels, pr))
+    raw_spread = spec.get("topologySpreadConstraints")
+    spread: tuple[SpreadConstraint, ...] = ()
+    if raw_spread:
+        spread = _memo("spread", raw_spread, namespace, labels, probs,
+                       lambda pr: _spread_constraints(raw_spread, labels, pr))
     return Pod(
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
@@ -830,8 +868,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         host_ports=tuple(ports),
         images=tuple(images),
         scheduling_gates=tuple(str(_d(g).get("name", "")) for g in _l(spec.get("schedulingGates"))),
-        pod_affinity=_pod_affinity(spec.get("affinity"), str(meta.get("namespace", "")), labels, probs),
-        topology_spread=_spread_constraints(spec.get("topologySpreadConstraints"), labels, probs),
+        pod_affinity=pod_affinity,
+        topology_spread=spread,
         owners=owners,
         pvcs=pvcs,
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",

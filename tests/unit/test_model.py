@@ -15,7 +15,7 @@ from scheduler.cache import NodeTable
 from scheduler.model import (
     CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, INT64_MAX, MEMORY, POD_GROUP_ANNOTATION, POD_GROUP_LABEL,
     HostPort, Node, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
-    parse_quantity,
+    parse_label_selector, parse_quantity,
 )
 
 Ki, Mi, Gi = 2**10, 2**20, 2**30
@@ -467,3 +467,94 @@ def test_a_pod_group_record_is_frozen() -> None:
     pg = parse_pod_group(pod_group_obj())
     with pytest.raises(AttributeError):
         pg.min_member = 7  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------------------- pod affinity and spread terms
+
+def _pod_with(spec: dict, labels: dict | None = None, namespace: str = "ns") -> "Pod":
+    return parse_pod({"metadata": {"name": "p", "namespace": namespace, "uid": "u", "labels": labels or {}},
+                      "spec": spec})
+
+
+def _anti(term: dict) -> dict:
+    return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+@pytest.mark.parametrize("selector, labels, matches", [
+    pytest.param(None, {"app": "web"}, False, id="a nil selector matches nothing"),
+    pytest.param({}, {}, True, id="an empty selector matches everything"),
+    pytest.param({"matchLabels": {"app": "web"}}, {"app": "web", "x": "y"}, True, id="matchLabels is a subset test"),
+    pytest.param({"matchExpressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, {}, True,
+                 id="NotIn matches a pod without the key"),
+    pytest.param({"matchExpressions": [{"key": "app", "operator": "DoesNotExist"}]}, {"app": "x"}, False,
+                 id="DoesNotExist rejects a pod with the key"),
+    pytest.param({"matchLabels": {"app": "web"}, "matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+                 {"app": "web"}, False, id="matchLabels and matchExpressions are ANDed"),
+])
+def test_label_selectors_match_as_upstream(selector, labels, matches):
+    assert parse_label_selector(selector, "s").matches(labels) is matches
+
+
+@pytest.mark.parametrize("term, want_namespaces, want_ns_selector_nothing", [
+    pytest.param({"labelSelector": {}, "topologyKey": "k"}, {"ns"}, True,
+                 id="neither namespaces nor namespaceSelector means the pod's own namespace"),
+    pytest.param({"labelSelector": {}, "topologyKey": "k", "namespaces": ["a", "b"]}, {"a", "b"}, True,
+                 id="namespaces replace the pod's own"),
+    pytest.param({"labelSelector": {}, "topologyKey": "k", "namespaceSelector": {}}, set(), False,
+                 id="an empty namespaceSelector selects every namespace, not the pod's own"),
+])
+def test_affinity_term_namespaces(term, want_namespaces, want_ns_selector_nothing):
+    t = _pod_with(_anti(term)).pod_affinity.required_anti[0]
+    assert set(t.selection.namespaces) == want_namespaces
+    assert t.selection.ns_selector.nothing is want_ns_selector_nothing
+    assert t.selection.matches("other", {}, {}) is (not want_ns_selector_nothing)
+
+
+def test_match_and_mismatch_label_keys_merge_the_pods_own_values():
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "k",
+            "matchLabelKeys": ["hash", "absent"], "mismatchLabelKeys": ["tenant"]}
+    sel = _pod_with(_anti(term), labels={"app": "web", "hash": "1", "tenant": "t1"}).pod_affinity.required_anti[0]
+    s = sel.selection.selector
+    assert s.matches({"app": "web", "hash": "1", "tenant": "t2"})
+    assert not s.matches({"app": "web", "hash": "2", "tenant": "t2"})     # another revision
+    assert not s.matches({"app": "web", "hash": "1", "tenant": "t1"})     # the same tenant
+
+
+def test_a_bad_selector_operator_makes_the_pod_invalid_naming_the_field():
+    term = {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]}, "topologyKey": "k"}
+    pod = _pod_with(_anti(term))
+    assert pod.invalid.startswith("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+                                  ".labelSelector.matchExpressions[0].operator")
+    assert not pod.pod_affinity.required_anti[0].selection.selector.matches({"a": "2"})
+
+
+def test_spread_constraints_parse_with_upstream_defaults_and_merged_match_label_keys():
+    pod = _pod_with({"topologySpreadConstraints": [
+        {"maxSkew": 2, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway",
+         "labelSelector": {"matchLabels": {"app": "web"}}, "matchLabelKeys": ["hash"]}]},
+        labels={"app": "web", "hash": "7"})
+    (c,) = pod.topology_spread
+    assert (c.max_skew, c.min_domains, c.node_affinity_policy, c.node_taints_policy) == (2, 1, "Honor", "Ignore")
+    assert c.selector.matches({"app": "web", "hash": "7"}) and not c.selector.matches({"app": "web", "hash": "8"})
+
+
+@pytest.mark.parametrize("constraint, field", [
+    pytest.param({"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}, "maxSkew", id="maxSkew 0"),
+    pytest.param({"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "Never"}, "whenUnsatisfiable",
+                 id="an unknown whenUnsatisfiable"),
+    pytest.param({"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule", "minDomains": 0},
+                 "minDomains", id="minDomains 0"),
+    pytest.param({"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule",
+                  "nodeTaintsPolicy": "Sometimes"}, "nodeTaintsPolicy", id="an unknown node policy"),
+])
+def test_a_bad_spread_constraint_makes_the_pod_invalid_naming_the_field(constraint, field):
+    pod = _pod_with({"topologySpreadConstraints": [constraint]})
+    assert pod.invalid.startswith(f"spec.topologySpreadConstraints[0].{field}")
+
+
+def test_parsed_terms_are_shared_between_pods_of_one_template_but_not_across_namespaces():
+    term = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "k"}
+    a, b = _pod_with(_anti(term)), _pod_with(_anti(term))
+    c = _pod_with(_anti(term), namespace="other")
+    assert a.pod_affinity is b.pod_affinity
+    assert c.pod_affinity.required_anti[0].selection.namespaces == frozenset({"other"})
