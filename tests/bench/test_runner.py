@@ -16,9 +16,12 @@ import pytest
 
 from bench.record import Recorder
 from bench.runner import RunError, run_workload
-from bench.target import TargetError, open_target, start_scheduler
-from bench.workload import (POD_GROUP_LABEL, CreatePodGroups, CreatePods, DeletePods, find_workload,
+from bench.simcluster import SimCluster
+from bench.simcluster import errors as sim_errors
+from bench.target import Target, TargetError, open_target, start_scheduler
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePodGroups, CreatePods, DeletePods, find_workload,
                             load_workloads)
+from scheduler.apiclient import from_kubeconfig
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
@@ -116,3 +119,102 @@ async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_
     with pytest.raises(TargetError, match=r"(?s)exited with code 2 before it listened.*--bogus"):
         async with open_target(None, tmp_path, ["--bogus"]):
             pass
+
+
+# ---------------------------------------------------------------------------- in this process, no scheduler process
+
+
+@pytest.fixture
+async def sim(tmp_path):
+    """A simulated cluster in this process (no node agent) and a Target on it: fast, and its store is at hand."""
+    kubeconfig = tmp_path / "sim.kubeconfig"
+    async with SimCluster(nodes=0, agent=None, kubeconfig=str(kubeconfig)) as cluster:
+        client = await from_kubeconfig(str(kubeconfig), qps=0)
+        try:
+            yield cluster, Target(kubeconfig=kubeconfig, client=client, sim_process=None, url=cluster.url)
+        finally:
+            await client.close()
+
+
+def ops_workload(tmp_path: Path, test: str, ops: str):
+    """The one workload W of a test case made of ``ops`` (a YAML list of ops, indented as you like)."""
+    body = textwrap.indent(textwrap.dedent(ops), "  ")
+    (workload,) = load_workloads(write(tmp_path, f"- name: {test}\n  workloadTemplate:\n{body}  workloads:\n"
+                                                 f"  - name: W\n"))
+    return workload
+
+
+async def test_create_nodes_labels_nodes_round_robin_or_uniquely_besides_their_hostname(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Labels", """\
+    - opcode: createNodes
+      count: 4
+      labelNodePrepareStrategy: {labelKey: topology.kubernetes.io/zone, labelValues: [moon-1, moon-2, moon-3]}
+    - opcode: createNodes
+      count: 3
+      uniqueNodeLabelStrategy: {labelKey: example.com/unique}
+    """)
+    await run_workload(workload, target, "nobody", Recorder())
+    nodes = [n["metadata"]["labels"] for n in (await target.client.list("/api/v1/nodes"))["items"]]
+    zoned = [labels for labels in nodes if ZONE_LABEL in labels]
+    unique = [labels["example.com/unique"] for labels in nodes if "example.com/unique" in labels]
+    assert sorted(labels[ZONE_LABEL] for labels in zoned) == ["moon-1", "moon-1", "moon-2", "moon-3"]
+    assert len(unique) == len(set(unique)) == 3
+    assert len({labels["kubernetes.io/hostname"] for labels in nodes}) == 7
+
+
+async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by_discovery(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Any", """\
+    - opcode: createAny
+      namespace: budgets
+      count: 2
+      template: {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {generateName: pdb-, labels: {a: b}},
+                 spec: {minAvailable: 1, selector: {matchLabels: {app: x}}}}
+    - opcode: createAny
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}
+    """)
+    await run_workload(workload, target, "nobody", Recorder())
+    pdbs = (await target.client.list("/apis/policy/v1/namespaces/budgets/poddisruptionbudgets"))["items"]
+    assert len(pdbs) == 2 and all(p["metadata"]["name"].startswith("pdb-") and p["metadata"]["labels"] == {"a": "b"}
+                                  for p in pdbs)
+    classes = (await target.client.list("/apis/scheduling.k8s.io/v1/priorityclasses"))["items"]
+    assert [c["value"] for c in classes if c["metadata"]["name"].startswith("high-")] == [1000]
+
+
+@pytest.mark.parametrize("template,namespace,message", [
+    ("{apiVersion: v1, kind: Frobnicator}", "ns",
+     r"Any/W op 0 \(createAny\): the server does not serve kind Frobnicator in v1 \(GET /api/v1 does not list it\)"),
+    ("{apiVersion: example.com/v1, kind: Widget}", "ns",
+     r"Any/W op 0 \(createAny\): the server does not serve example.com/v1 \(404 for GET /apis/example.com/v1\)"),
+    ("{apiVersion: policy/v1, kind: PodDisruptionBudget}", "",
+     r"Any/W op 0 \(createAny\): PodDisruptionBudget is namespaced: the op needs a namespace"),
+    ("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 1}", "ns",
+     r"Any/W op 0 \(createAny\): namespace ns set, but PriorityClass is cluster-scoped"),
+], ids=["a kind the server does not list", "a group version the server does not serve",
+        "a namespaced kind without a namespace", "a cluster-scoped kind with a namespace"])
+async def test_create_any_of_what_the_server_does_not_serve_fails_naming_it(sim, tmp_path, template, namespace,
+                                                                           message):
+    _, target = sim
+    ns = f"\n  namespace: {namespace}" if namespace else ""
+    workload = ops_workload(tmp_path, "Any", f"- opcode: createAny{ns}\n  template: {template}\n")
+    with pytest.raises(RunError, match=message):
+        await run_workload(workload, target, "nobody", Recorder())
+
+
+async def test_create_any_answered_404_says_the_server_does_not_serve_the_kind(sim, tmp_path):
+    cluster, target = sim
+
+    def refuse(verb, resource, namespace, name):
+        if verb == "create" and resource == "priorityclasses.scheduling.k8s.io":
+            raise sim_errors.APIError(404, "NotFound", "the server could not find the requested resource")
+
+    cluster.store.admit(refuse)
+    workload = ops_workload(tmp_path, "Any", """\
+    - opcode: createAny
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 1}
+    """)
+    with pytest.raises(RunError, match=r"Any/W op 0 \(createAny\): the server answered 404 for PriorityClass "
+                                       r"\(scheduling.k8s.io/v1\) at POST /apis/scheduling.k8s.io/v1/priorityclasses: "
+                                       r"it does not serve priorityclasses"):
+        await run_workload(workload, target, "nobody", Recorder())

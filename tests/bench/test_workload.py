@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.workload import (POD_GROUP_LABEL, Barrier, Churn, CreateNodes, CreatePodGroups, CreatePods, DeletePods,
-                            Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateNodes, CreatePodGroups, CreatePods,
+                            DeletePods, Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
@@ -226,6 +226,35 @@ def test_inline_templates_and_gang_fields(tmp_path):
     assert POD_GROUP_LABEL == "scheduling.x-k8s.io/pod-group"
 
 
+def test_node_label_strategies_and_create_any(tmp_path):
+    (tmp_path / "svc.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {generateName: s-}\n")
+    path = write(tmp_path, """\
+    - name: S
+      workloadTemplate:
+      - opcode: createNodes
+        count: 3
+        labelNodePrepareStrategy: {labelKey: topology.kubernetes.io/zone, labelValues: [a, $zone]}
+      - opcode: createNodes
+        count: 2
+        uniqueNodeLabelStrategy: {labelKey: example.com/id}
+      - opcode: createAny
+        templatePath: svc.yaml
+        namespace: ns
+      - opcode: createAny
+        countParam: $classes
+        template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 5}
+      workloads:
+      - name: W
+        params: {zone: b, classes: 3}
+    """)
+    (w,) = load_workloads(path)
+    labelled, unique, service, classes = w.ops
+    assert (labelled.label_key, labelled.label_values, labelled.unique_label_key) == (ZONE_LABEL, ("a", "b"), "")
+    assert (unique.label_key, unique.label_values, unique.unique_label_key) == ("", (), "example.com/id")
+    assert (service.template["kind"], service.namespace, service.count) == ("Service", "ns", 1)  # upstream's count
+    assert (classes.template["kind"], classes.namespace, classes.count) == ("PriorityClass", "", 3)
+
+
 # ---------------------------------------------------------------------------- errors name file and op
 
 
@@ -262,11 +291,23 @@ HEADER = """\
     ("  - opcode: sleep\n    duration: soon\n", {}, "T op 1 (sleep): field duration: expected a duration"),
     ("  - opcode: createNodes\n    count: 1\n    taints: [{key: k, effect: Never}]\n", {},
      "T op 1 (createNodes): field taints[0].effect: expected one of NoSchedule"),
+    ("  - opcode: createNodes\n    count: 1\n    labelNodePrepareStrategy: {labelKey: k, labelValues: [a]}\n"
+     "    uniqueNodeLabelStrategy: {labelKey: u}\n", {},
+     "T op 1 (createNodes): fields labelNodePrepareStrategy and uniqueNodeLabelStrategy: give one, not both"),
+    ("  - opcode: createNodes\n    count: 1\n    labelNodePrepareStrategy: {labelKey: k, labelValues: []}\n", {},
+     "T/W op 1 (createNodes): field labelNodePrepareStrategy: field labelValues: needs at least one value"),
+    ("  - opcode: createNodes\n    count: 1\n    uniqueNodeLabelStrategy: {labelKey: k, labelValues: [a]}\n", {},
+     "T op 1 (createNodes): field uniqueNodeLabelStrategy: unknown field 'labelValues' (known: labelKey)"),
+    ("  - opcode: createAny\n    namespace: ns\n", {}, "T op 1 (createAny): missing field templatePath (or template)"),
+    ("  - opcode: createAny\n    template: {apiVersion: v1, metadata: {name: x}}\n", {},
+     "T op 1 (createAny): the template has no kind"),
 ], ids=[
     "an unknown opcode", "a missing param", "a count that is not a number", "a param of the wrong type",
     "a flag from a param that is not a bool", "an unknown field", "a template file that does not exist",
     "collectMetrics with skipWaitToCompletion", "recreate churn without a number", "a gang smaller than minMember",
     "an unknown barrier stage", "a duration that does not parse", "a taint with an unknown effect",
+    "two node label strategies", "a label strategy without values", "a unique label strategy with values",
+    "createAny without a template", "createAny of a template without a kind",
 ])
 def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
     (tmp_path / "pod.yaml").write_text(POD)
