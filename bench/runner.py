@@ -51,9 +51,9 @@ import orjson
 
 from bench.record import Recorder
 from bench.target import Target
-from bench.workload import (POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateNamespaces,
-                            CreateNodes, CreatePodGroups, CreatePods, DeletePods, Op, Sleep, StartCollectingMetrics,
-                            StopCollectingMetrics, Workload)
+from bench.workload import (POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny,
+                            CreateNamespaces, CreateNodes, CreatePodGroups, CreatePods, DeletePods, Op, Sleep,
+                            StartCollectingMetrics, StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
 
 log = logging.getLogger("tandem.bench.runner")
@@ -204,10 +204,14 @@ def _prefix(template: dict[str, Any], default: str) -> str:
     return default
 
 
+def _api_base(api_version: str) -> str:
+    """``/api/v1`` for the core group, ``/apis/GROUP/VERSION`` otherwise: where discovery and the resources are."""
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
 def _plural_path(api_version: str, kind: str, namespace: str | None) -> str:
-    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     ns = f"/namespaces/{namespace}" if namespace else ""
-    return f"{base}{ns}/{kind.lower()}s"
+    return f"{_api_base(api_version)}{ns}/{kind.lower()}s"
 
 
 class _Run:
@@ -228,8 +232,8 @@ class _Run:
         self.watch_task: asyncio.Task[None] | None = None
         self.handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             CreateNodes: self.create_nodes, CreateNamespaces: self.create_namespaces,
-            CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, Churn: self.churn,
-            DeletePods: self.delete_pods, Barrier: self.barrier, Sleep: self.sleep,
+            CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, CreateAny: self.create_any,
+            Churn: self.churn, DeletePods: self.delete_pods, Barrier: self.barrier, Sleep: self.sleep,
             StartCollectingMetrics: self.start_collecting, StopCollectingMetrics: self.stop_collecting,
         }
 
@@ -486,6 +490,10 @@ class _Run:
             labels = {**base_labels, "kubernetes.io/hostname": name}
             if op.zones:
                 labels[ZONE_LABEL] = f"zone{i % op.zones + 1}"
+            if op.label_values:  # labelNodePrepareStrategy: round robin, as upstream
+                labels[op.label_key] = op.label_values[i % len(op.label_values)]
+            if op.unique_label_key:  # uniqueNodeLabelStrategy: upstream writes a UUID; the run-unique name is one
+                labels[op.unique_label_key] = name
             body = {"apiVersion": "v1", "kind": "Node", "metadata": {**rest, "name": name, "labels": labels},
                     "spec": spec_json, "status": status_json}
             await self._create("/api/v1/nodes", body)
@@ -513,6 +521,59 @@ class _Run:
         await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout)
         if started:
             self.recorder.stop_collecting(time.time())
+
+    async def create_any(self, op: CreateAny) -> None:
+        """``op.count`` objects from the template, found through discovery as upstream's REST mapper does."""
+        tmpl = op.template
+        api_version, kind = tmpl["apiVersion"], tmpl["kind"]
+        plural, namespaced = await self._resource_of(op, api_version, kind)
+        where = f"{self.workload.full_name} {op.label}"
+        if namespaced and not op.namespace:
+            raise RunError(f"{where}: {kind} is namespaced: the op needs a namespace (as upstream)")
+        if op.namespace and not namespaced:
+            raise RunError(f"{where}: namespace {op.namespace} set, but {kind} is cluster-scoped (as upstream)")
+        if namespaced:
+            await self._namespace(op.namespace)
+        base = _api_base(api_version)
+        path = f"{base}/namespaces/{op.namespace}/{plural}" if namespaced else f"{base}/{plural}"
+        meta0 = {k: v for k, v in (tmpl.get("metadata") or {}).items() if k not in ("name", "generateName")}
+        if not namespaced:
+            meta0.pop("namespace", None)
+        prefix = _prefix(tmpl, f"{kind.lower()}-")
+        done = 0
+        self.progress(op.label, 0, op.count)
+
+        async def one(i: int) -> None:
+            nonlocal done
+            meta = {**meta0, "name": f"{prefix}{self.run_id}-{next(self.seq)}"}
+            if namespaced:
+                meta["namespace"] = op.namespace
+            try:
+                await self._create(path, {**tmpl, "metadata": meta})
+            except NotFound as exc:
+                raise RunError(f"the server answered 404 for {kind} ({api_version}) at POST {path}: it does not "
+                               f"serve {plural}: {exc}") from exc
+            done += 1
+            self.progress(op.label, done, op.count)
+
+        await self._each(op, range(op.count), one)
+
+    async def _resource_of(self, op: Op, api_version: str, kind: str) -> tuple[str, bool]:
+        """(plural, namespaced) of ``kind`` from the server's discovery; RunError when it does not serve it."""
+        path = _api_base(api_version)
+        where = f"{self.workload.full_name} {op.label}"
+        try:
+            doc = await self.client.get(path)
+        except NotFound as exc:
+            raise RunError(f"{where}: the server does not serve {api_version} (404 for GET {path}), so it cannot "
+                           f"create {kind} objects") from exc
+        except APIError as exc:
+            raise RunError(f"{where}: discovery of {api_version} failed: {exc}") from exc
+        for r in doc.get("resources") or ():
+            if r.get("kind") == kind and "/" not in str(r.get("name", "")):
+                return str(r["name"]), bool(r.get("namespaced"))
+        raise RunError(f"{where}: the server does not serve kind {kind} in {api_version} (GET {path} does not "
+                       f"list it), so it cannot create {kind} objects")
 
     async def create_pod_groups(self, op: CreatePodGroups) -> None:
         ns = op.namespace

@@ -26,15 +26,18 @@ the workload file; templates may also be given inline (``podTemplate:``,
 ``nodeTemplate:``, ``podGroupTemplate:``, ``namespaceTemplate:``,
 ``templates:`` for churn).
 
-Opcodes are upstream's createNodes, createNamespaces, createPods, churn,
-deletePods, barrier, sleep, startCollectingMetrics and stopCollectingMetrics
-(with upstream's field names), plus tandem's createPodGroups (gangs: a
-``scheduling.x-k8s.io/v1alpha1`` PodGroup per gang and its members labelled
-``scheduling.x-k8s.io/pod-group``). Extensions to upstream fields:
-createNodes takes ``zones``, ``labels``, ``taints`` and ``capacity``; waiting
-ops take a ``timeout``; deletePods takes ``whenBound`` and ``holdSeconds``
-(delete pods as they get bound, playing finished jobs, so that demand above
-capacity can drain).
+Opcodes are upstream's createNodes, createNamespaces, createPods, createAny,
+churn, deletePods, barrier, sleep, startCollectingMetrics and
+stopCollectingMetrics (with upstream's field names, and createNodes' node
+label strategies ``labelNodePrepareStrategy`` and ``uniqueNodeLabelStrategy``),
+plus tandem's createPodGroups (gangs: a ``scheduling.x-k8s.io/v1alpha1``
+PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``).
+createAny creates ``count`` objects of any kind from a template (a Service, a
+ReplicaSet), like upstream's but without its text/template expansion.
+Extensions to upstream fields: createNodes takes ``zones``, ``labels``,
+``taints`` and ``capacity``; waiting ops take a ``timeout``; deletePods takes
+``whenBound`` and ``holdSeconds`` (delete pods as they get bound, playing
+finished jobs, so that demand above capacity can drain).
 
 Every mistake is a :class:`WorkloadError` naming the file, the test case (and
 workload, once params are involved), the op index and opcode, and the field:
@@ -111,6 +114,11 @@ class CreateNodes(Op):
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, Any], ...] = ()
     capacity: dict[str, str] = field(default_factory=dict)   # overrides status.capacity (and allocatable)
+    # upstream's node prepare strategies, at most one: labelNodePrepareStrategy gives node i the label
+    # label_key=label_values[i % len]; uniqueNodeLabelStrategy gives every node its own value of label_key
+    label_key: str = ""
+    label_values: tuple[str, ...] = ()
+    unique_label_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,14 @@ class CreatePods(Op):
     collect_metrics: bool = False
     skip_wait: bool = False                         # skipWaitToCompletion
     timeout: float | None = None                    # seconds; None: the run's default
+
+
+@dataclass(frozen=True, slots=True)
+class CreateAny(Op):
+    OPCODE: ClassVar[str] = "createAny"
+    template: dict[str, Any] = field(default_factory=dict)    # has apiVersion and kind
+    namespace: str = ""                             # empty: a cluster-scoped kind (as upstream)
+    count: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,10 +238,11 @@ class Workload:
 _COUNT = ("count", "countParam")
 _FIELDS: dict[str, frozenset[str]] = {
     "createNodes": frozenset({*_COUNT, "nodeTemplatePath", "nodeTemplate", "zones", "labels", "taints",
-                              "capacity"}),
+                              "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy"}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
                              "skipWaitToCompletion", "timeout"}),
+    "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template"}),
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
                                   "skipWaitToCompletion", "timeout"}),
@@ -519,6 +536,33 @@ def _taints(f: _Fields) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
+def _node_strategy(f: _Fields) -> tuple[str, tuple[str, ...], str]:
+    """createNodes' ``labelNodePrepareStrategy`` or ``uniqueNodeLabelStrategy``: (key, values, unique key)."""
+    given = [k for k in ("labelNodePrepareStrategy", "uniqueNodeLabelStrategy") if k in f.raw]
+    if len(given) > 1:
+        raise f.fail("fields labelNodePrepareStrategy and uniqueNodeLabelStrategy: give one, not both (as upstream)")
+    if not given:
+        return "", (), ""
+    key = given[0]
+    value = f.raw[key]
+    if not isinstance(value, dict):
+        raise f._type_error(key, "an object", value)
+    allowed = {"labelKey", "labelValues"} if key == "labelNodePrepareStrategy" else {"labelKey"}
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise f.fail(f"field {key}: unknown field {unknown[0]!r} (known: {', '.join(sorted(allowed))})")
+    sub = _Fields(value, f.params, lambda msg: f.fail(f"field {key}: {msg}"), f.templates)
+    label_key = sub.text("labelKey")
+    if not label_key:
+        raise sub.fail("field labelKey: must not be empty")
+    if key == "uniqueNodeLabelStrategy":
+        return "", (), label_key
+    values = sub.str_list("labelValues")
+    if not values and f.params is not None:
+        raise sub.fail("field labelValues: needs at least one value")
+    return label_key, values, ""
+
+
 def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, default_pod: dict[str, Any] | None,
               fail: Callable[[str], WorkloadError], templates: _Templates) -> Op:
     opcode = raw["opcode"]
@@ -528,8 +572,10 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
     if opcode == "createNodes":
         tmpl = f.template("nodeTemplatePath", "nodeTemplate", ("Node",), DEFAULT_NODE_TEMPLATE)
         assert tmpl is not None
+        label_key, label_values, unique_key = _node_strategy(f)
         return CreateNodes(index, count=f.count(), template=tmpl, zones=f.integer("zones", 0),
-                           labels=f.str_map("labels"), taints=_taints(f), capacity=f.str_map("capacity"))
+                           labels=f.str_map("labels"), taints=_taints(f), capacity=f.str_map("capacity"),
+                           label_key=label_key, label_values=label_values, unique_label_key=unique_key)
     if opcode == "createNamespaces":
         return CreateNamespaces(index, prefix=f.text("prefix"), count=f.count(),
                                 template=f.template("namespaceTemplatePath", "namespaceTemplate", ("Namespace",)))
@@ -543,6 +589,16 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
         return op
+    if opcode == "createAny":
+        if "templatePath" not in raw and "template" not in raw:
+            raise fail("missing field templatePath (or template)")
+        tmpl = f.template("templatePath", "template", ())
+        assert tmpl is not None
+        for key in ("apiVersion", "kind"):
+            if not isinstance(tmpl.get(key), str) or not tmpl[key]:
+                raise fail(f"the template has no {key}: createAny needs apiVersion and kind to find the resource")
+        count = f.count() if "count" in raw or "countParam" in raw else 1  # upstream's default
+        return CreateAny(index, template=tmpl, namespace=f.text("namespace", ""), count=count)
     if opcode == "createPodGroups":
         tmpl = f.template("podTemplatePath", "podTemplate", ("Pod",), default_pod)
         if tmpl is None:

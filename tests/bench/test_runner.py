@@ -3,25 +3,37 @@
 Every workload in bench/workloads runs at its Smoke scale with a freshly
 started simulated cluster (its own process, no node agent) and tandem with
 its default configuration, and must finish with a created and a bound time
-for every measured pod.
+for every measured pod. A workload that needs what tandem or the simulated
+cluster does not have yet (InterPodAffinity, PodTopologySpread, Services) is
+skipped there, and says which; the affinity workloads also run with the
+baseline binder on a simulated cluster in this process, so that their ops and
+templates are checked against the API server whatever the scheduler has.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
 from bench.runner import RunError, run_workload
-from bench.target import TargetError, open_target, start_scheduler
-from bench.workload import (POD_GROUP_LABEL, CreatePodGroups, CreatePods, DeletePods, find_workload,
-                            load_workloads)
+from bench.simcluster import SimCluster
+from bench.simcluster import errors as sim_errors
+from bench.simcluster.resources import by_kind
+from bench.target import Target, TargetError, open_target, start_scheduler
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreateAny, CreatePodGroups, CreatePods, DeletePods,
+                            find_workload, load_workloads)
+from scheduler.apiclient import from_kubeconfig
+from scheduler.framework.registry import load_builtin_plugins
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
+AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
 SCHEDULER = "tandem-scheduler"
 
 
@@ -35,13 +47,45 @@ def expected_measured(workload) -> int:
     return n
 
 
+def pod_templates(workload) -> list[dict]:
+    return [op.template if isinstance(op, CreatePods) else op.pod_template
+            for op in workload.ops if isinstance(op, (CreatePods, CreatePodGroups))]
+
+
+def unsupported(workload) -> str | None:
+    """Why tandem cannot run ``workload`` as meant yet, or None: a plugin or a simulated resource it lacks."""
+    plugins = load_builtin_plugins()
+    needed: dict[str, str] = {}
+    reasons: list[str] = []
+    for tmpl in pod_templates(workload):
+        affinity = tmpl["spec"].get("affinity") or {}
+        if affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
+            needed["InterPodAffinity"] = "pod (anti-)affinity"
+        if tmpl["spec"].get("topologySpreadConstraints"):
+            needed["PodTopologySpread"] = "topologySpreadConstraints"
+    for op in workload.ops:
+        if isinstance(op, CreateAny):
+            kind = op.template["kind"]
+            if by_kind(kind) is None:
+                reasons.append(f"the simulated cluster does not serve {kind} yet ({op.label})")
+            if kind == "Service":
+                needed["PodTopologySpread"] = "the system default constraints a Service brings"
+    missing = [f"{name} (for {why})" for name, why in needed.items() if name not in plugins]
+    if missing:
+        reasons.append(f"tandem has no plugin {', '.join(missing)} registered yet")
+    return "; ".join(reasons) or None
+
+
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 10
+    assert len(SMOKE) == 17 and len(AFFINITY_SMOKE) == 7
 
 
 @pytest.mark.parametrize("name", SMOKE)
 async def test_smoke_workload_finishes_with_every_measured_pod_created_and_bound(name, tmp_path):
     workload = find_workload(WORKLOADS, name)
+    reason = unsupported(workload)
+    if reason:
+        pytest.skip(reason)
     recorder = Recorder()
     seen: dict[str, tuple[int, int]] = {}
     async with open_target(None, tmp_path) as target:
@@ -116,3 +160,128 @@ async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_
     with pytest.raises(TargetError, match=r"(?s)exited with code 2 before it listened.*--bogus"):
         async with open_target(None, tmp_path, ["--bogus"]):
             pass
+
+
+# ---------------------------------------------------------------------------- in this process, no scheduler process
+
+
+@pytest.fixture
+async def sim(tmp_path):
+    """A simulated cluster in this process (no node agent) and a Target on it: fast, and its store is at hand."""
+    kubeconfig = tmp_path / "sim.kubeconfig"
+    async with SimCluster(nodes=0, agent=None, kubeconfig=str(kubeconfig)) as cluster:
+        client = await from_kubeconfig(str(kubeconfig), qps=0)
+        try:
+            yield cluster, Target(kubeconfig=kubeconfig, client=client, sim_process=None, url=cluster.url)
+        finally:
+            await client.close()
+
+
+def ops_workload(tmp_path: Path, test: str, ops: str):
+    """The one workload W of a test case made of ``ops`` (a YAML list of ops, indented as you like)."""
+    body = textwrap.indent(textwrap.dedent(ops), "  ")
+    (workload,) = load_workloads(write(tmp_path, f"- name: {test}\n  workloadTemplate:\n{body}  workloads:\n"
+                                                 f"  - name: W\n"))
+    return workload
+
+
+@pytest.mark.parametrize("name", AFFINITY_SMOKE)
+async def test_affinity_smoke_workloads_run_against_the_api_server_with_the_baseline_binder(name, sim):
+    cluster, target = sim
+    workload = find_workload(WORKLOADS, name)
+    recorder = Recorder()
+    missing = [op for op in workload.ops if isinstance(op, CreateAny) and by_kind(op.template["kind"]) is None]
+    async with BaselineBinder(target.client):
+        if missing:  # Services are coming to the simulated cluster; until then the op must say what is missing
+            op = missing[0]
+            with pytest.raises(RunError, match=rf"{re.escape(op.label)}: .*does not serve kind {op.template['kind']}"):
+                await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30)
+            return
+        await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30)
+    measured = recorder.measured()
+    assert len(measured) == expected_measured(workload) and all(p.node for p in measured)
+    pods = (await target.client.list("/api/v1/pods"))["items"]
+    templates = {(op.namespace, op.template["metadata"]["generateName"]): op.template for op in workload.ops
+                 if isinstance(op, CreatePods)}
+    for pod in pods:  # every pod as its template wrote it: the server accepted the affinity and spread terms
+        meta = pod["metadata"]
+        tmpl = next(t for (ns, prefix), t in templates.items()
+                    if ns == meta["namespace"] and meta["name"].startswith(prefix))
+        assert pod["spec"].get("affinity") == tmpl["spec"].get("affinity")
+        assert pod["spec"].get("topologySpreadConstraints") == tmpl["spec"].get("topologySpreadConstraints")
+
+
+async def test_create_nodes_labels_nodes_round_robin_or_uniquely_besides_their_hostname(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Labels", """\
+    - opcode: createNodes
+      count: 4
+      labelNodePrepareStrategy: {labelKey: topology.kubernetes.io/zone, labelValues: [moon-1, moon-2, moon-3]}
+    - opcode: createNodes
+      count: 3
+      uniqueNodeLabelStrategy: {labelKey: example.com/unique}
+    """)
+    await run_workload(workload, target, "nobody", Recorder())
+    nodes = [n["metadata"]["labels"] for n in (await target.client.list("/api/v1/nodes"))["items"]]
+    zoned = [labels for labels in nodes if ZONE_LABEL in labels]
+    unique = [labels["example.com/unique"] for labels in nodes if "example.com/unique" in labels]
+    assert sorted(labels[ZONE_LABEL] for labels in zoned) == ["moon-1", "moon-1", "moon-2", "moon-3"]
+    assert len(unique) == len(set(unique)) == 3
+    assert len({labels["kubernetes.io/hostname"] for labels in nodes}) == 7
+
+
+async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by_discovery(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Any", """\
+    - opcode: createAny
+      namespace: budgets
+      count: 2
+      template: {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {generateName: pdb-, labels: {a: b}},
+                 spec: {minAvailable: 1, selector: {matchLabels: {app: x}}}}
+    - opcode: createAny
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}
+    """)
+    await run_workload(workload, target, "nobody", Recorder())
+    pdbs = (await target.client.list("/apis/policy/v1/namespaces/budgets/poddisruptionbudgets"))["items"]
+    assert len(pdbs) == 2 and all(p["metadata"]["name"].startswith("pdb-") and p["metadata"]["labels"] == {"a": "b"}
+                                  for p in pdbs)
+    classes = (await target.client.list("/apis/scheduling.k8s.io/v1/priorityclasses"))["items"]
+    assert [c["value"] for c in classes if c["metadata"]["name"].startswith("high-")] == [1000]
+
+
+@pytest.mark.parametrize("template,namespace,message", [
+    ("{apiVersion: v1, kind: Frobnicator}", "ns",
+     r"Any/W op 0 \(createAny\): the server does not serve kind Frobnicator in v1 \(GET /api/v1 does not list it\)"),
+    ("{apiVersion: example.com/v1, kind: Widget}", "ns",
+     r"Any/W op 0 \(createAny\): the server does not serve example.com/v1 \(404 for GET /apis/example.com/v1\)"),
+    ("{apiVersion: policy/v1, kind: PodDisruptionBudget}", "",
+     r"Any/W op 0 \(createAny\): PodDisruptionBudget is namespaced: the op needs a namespace"),
+    ("{apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 1}", "ns",
+     r"Any/W op 0 \(createAny\): namespace ns set, but PriorityClass is cluster-scoped"),
+], ids=["a kind the server does not list", "a group version the server does not serve",
+        "a namespaced kind without a namespace", "a cluster-scoped kind with a namespace"])
+async def test_create_any_of_what_the_server_does_not_serve_fails_naming_it(sim, tmp_path, template, namespace,
+                                                                           message):
+    _, target = sim
+    ns = f"\n  namespace: {namespace}" if namespace else ""
+    workload = ops_workload(tmp_path, "Any", f"- opcode: createAny{ns}\n  template: {template}\n")
+    with pytest.raises(RunError, match=message):
+        await run_workload(workload, target, "nobody", Recorder())
+
+
+async def test_create_any_answered_404_says_the_server_does_not_serve_the_kind(sim, tmp_path):
+    cluster, target = sim
+
+    def refuse(verb, resource, namespace, name):
+        if verb == "create" and resource == "priorityclasses.scheduling.k8s.io":
+            raise sim_errors.APIError(404, "NotFound", "the server could not find the requested resource")
+
+    cluster.store.admit(refuse)
+    workload = ops_workload(tmp_path, "Any", """\
+    - opcode: createAny
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 1}
+    """)
+    with pytest.raises(RunError, match=r"Any/W op 0 \(createAny\): the server answered 404 for PriorityClass "
+                                       r"\(scheduling.k8s.io/v1\) at POST /apis/scheduling.k8s.io/v1/priorityclasses: "
+                                       r"it does not serve priorityclasses"):
+        await run_workload(workload, target, "nobody", Recorder())

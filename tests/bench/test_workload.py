@@ -8,14 +8,20 @@ from pathlib import Path
 
 import pytest
 
-from bench.workload import (POD_GROUP_LABEL, Barrier, Churn, CreateNodes, CreatePodGroups, CreatePods, DeletePods,
-                            Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePodGroups,
+                            CreatePods, DeletePods, Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
               "Unschedulable", "SchedulingWithMixedChurn", "SchedulingWhileGated", "GangBasic", "GangLarge",
               "GangContention")
 SCALES = ("Smoke", "500Nodes", "5000Nodes", "15000Nodes")
+# affinity.yaml: scheduler_perf's affinity and topology_spreading test cases, up to 5,000 nodes
+AFFINITY_TEST_CASES = ("SchedulingPodAntiAffinity", "SchedulingPodAffinity", "SchedulingPreferredPodAffinity",
+                       "SchedulingPreferredPodAntiAffinity", "TopologySpreading", "PreferredTopologySpreading",
+                       "DefaultTopologySpreading")
+AFFINITY_SCALES = ("Smoke", "500Nodes", "5000Nodes")
+HOSTNAME = "kubernetes.io/hostname"
 
 
 def all_workloads():
@@ -43,6 +49,11 @@ def test_every_workload_file_loads_with_every_test_case_at_every_scale():
     names = {w.full_name for w in all_workloads()}
     missing = [f"{t}/{s}" for t in TEST_CASES for s in SCALES if f"{t}/{s}" not in names]
     assert not missing
+
+
+def test_affinity_file_has_every_test_case_at_smoke_500_and_5000_nodes():
+    names = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml")]
+    assert names == [f"{t}/{s}" for t in AFFINITY_TEST_CASES for s in AFFINITY_SCALES]
 
 
 @pytest.mark.parametrize("scale,nodes", [("500Nodes", 500), ("5000Nodes", 5000), ("15000Nodes", 15000)])
@@ -100,6 +111,66 @@ def test_gang_contention_demands_more_than_the_cluster_holds_and_frees_it_as_pod
     assert op.count * op.pods_per_group * cpu > nodes_of(w) * node_cpu
     (deleter,) = [o for o in w.ops if isinstance(o, DeletePods)]
     assert deleter.when_bound and deleter.namespace == op.namespace and deleter.index < op.index
+
+
+def existing_before_measured(w) -> int:
+    """Pods created before the first measured op: the cluster the measured pods land in."""
+    n = 0
+    for op in w.ops:
+        if getattr(op, "collect_metrics", False):
+            return n
+        if isinstance(op, CreatePods):
+            n += op.count
+    return n
+
+
+@pytest.mark.parametrize("test", AFFINITY_TEST_CASES)
+def test_affinity_5000_nodes_runs_on_5000_existing_pods_and_measures_seconds_of_scheduling(test):
+    w = find_workload(WORKLOADS, f"{test}/5000Nodes")
+    assert existing_before_measured(w) >= 5000
+    assert 3000 <= measured_pods(w) <= 20000  # 5-20 s at 600-1,000 pods/s, give or take
+
+
+def selects(term: dict, namespace: str, pod: dict) -> bool:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    wanted = term["labelSelector"]["matchLabels"]
+    return namespace in term["namespaces"] and all(labels.get(k) == v for k, v in wanted.items())
+
+
+@pytest.mark.parametrize("scale", AFFINITY_SCALES)
+def test_required_anti_affine_pods_fit_one_per_node_and_plain_pods_do_not_count(scale):
+    w = find_workload(WORKLOADS, f"SchedulingPodAntiAffinity/{scale}")
+    pods = [op for op in w.ops if isinstance(op, CreatePods)]
+    (term,) = pods[-1].template["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == HOSTNAME
+    green = sum(op.count for op in pods if selects(term, op.namespace, op.template))
+    plain = [op for op in pods if not selects(term, op.namespace, op.template)]
+    assert green <= nodes_of(w)
+    assert plain and all("affinity" not in op.template["spec"] for op in plain)
+    if scale == "5000Nodes":
+        assert [op.count for op in pods if selects(term, op.namespace, op.template)] == [1000, 3500]
+
+
+@pytest.mark.parametrize("test,zones", [
+    ("SchedulingPodAntiAffinity", ()), ("SchedulingPodAffinity", ("zone1",)), ("SchedulingPreferredPodAffinity", ()),
+    ("SchedulingPreferredPodAntiAffinity", ()), ("TopologySpreading", ("moon-1", "moon-2", "moon-3")),
+    ("PreferredTopologySpreading", ("moon-1", "moon-2", "moon-3")),
+    ("DefaultTopologySpreading", ("moon-1", "moon-2", "moon-3")),
+])
+def test_affinity_nodes_carry_upstreams_zone_labels(test, zones):
+    (op,) = [op for op in find_workload(WORKLOADS, f"{test}/Smoke").ops if isinstance(op, CreateNodes)]
+    assert (op.label_key, op.label_values) == ((ZONE_LABEL, zones) if zones else ("", ()))
+    assert op.template["status"]["capacity"] == {"pods": "110", "cpu": "4", "memory": "32Gi"}
+
+
+def test_default_topology_spreading_pods_are_selected_by_the_service_in_their_namespace():
+    w = find_workload(WORKLOADS, "DefaultTopologySpreading/5000Nodes")
+    (service,) = [op for op in w.ops if isinstance(op, CreateAny)]
+    (measured,) = [op for op in w.ops if isinstance(op, CreatePods) and op.collect_metrics]
+    assert (service.template["apiVersion"], service.template["kind"], service.count) == ("v1", "Service", 1)
+    assert service.namespace == measured.namespace
+    assert service.template["spec"]["selector"].items() <= measured.template["metadata"]["labels"].items()
+    assert not measured.template["spec"].get("topologySpreadConstraints")
 
 
 def test_unschedulable_barrier_waits_only_for_pods_that_can_schedule():
@@ -226,6 +297,35 @@ def test_inline_templates_and_gang_fields(tmp_path):
     assert POD_GROUP_LABEL == "scheduling.x-k8s.io/pod-group"
 
 
+def test_node_label_strategies_and_create_any(tmp_path):
+    (tmp_path / "svc.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {generateName: s-}\n")
+    path = write(tmp_path, """\
+    - name: S
+      workloadTemplate:
+      - opcode: createNodes
+        count: 3
+        labelNodePrepareStrategy: {labelKey: topology.kubernetes.io/zone, labelValues: [a, $zone]}
+      - opcode: createNodes
+        count: 2
+        uniqueNodeLabelStrategy: {labelKey: example.com/id}
+      - opcode: createAny
+        templatePath: svc.yaml
+        namespace: ns
+      - opcode: createAny
+        countParam: $classes
+        template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, value: 5}
+      workloads:
+      - name: W
+        params: {zone: b, classes: 3}
+    """)
+    (w,) = load_workloads(path)
+    labelled, unique, service, classes = w.ops
+    assert (labelled.label_key, labelled.label_values, labelled.unique_label_key) == (ZONE_LABEL, ("a", "b"), "")
+    assert (unique.label_key, unique.label_values, unique.unique_label_key) == ("", (), "example.com/id")
+    assert (service.template["kind"], service.namespace, service.count) == ("Service", "ns", 1)  # upstream's count
+    assert (classes.template["kind"], classes.namespace, classes.count) == ("PriorityClass", "", 3)
+
+
 # ---------------------------------------------------------------------------- errors name file and op
 
 
@@ -262,11 +362,23 @@ HEADER = """\
     ("  - opcode: sleep\n    duration: soon\n", {}, "T op 1 (sleep): field duration: expected a duration"),
     ("  - opcode: createNodes\n    count: 1\n    taints: [{key: k, effect: Never}]\n", {},
      "T op 1 (createNodes): field taints[0].effect: expected one of NoSchedule"),
+    ("  - opcode: createNodes\n    count: 1\n    labelNodePrepareStrategy: {labelKey: k, labelValues: [a]}\n"
+     "    uniqueNodeLabelStrategy: {labelKey: u}\n", {},
+     "T op 1 (createNodes): fields labelNodePrepareStrategy and uniqueNodeLabelStrategy: give one, not both"),
+    ("  - opcode: createNodes\n    count: 1\n    labelNodePrepareStrategy: {labelKey: k, labelValues: []}\n", {},
+     "T/W op 1 (createNodes): field labelNodePrepareStrategy: field labelValues: needs at least one value"),
+    ("  - opcode: createNodes\n    count: 1\n    uniqueNodeLabelStrategy: {labelKey: k, labelValues: [a]}\n", {},
+     "T op 1 (createNodes): field uniqueNodeLabelStrategy: unknown field 'labelValues' (known: labelKey)"),
+    ("  - opcode: createAny\n    namespace: ns\n", {}, "T op 1 (createAny): missing field templatePath (or template)"),
+    ("  - opcode: createAny\n    template: {apiVersion: v1, metadata: {name: x}}\n", {},
+     "T op 1 (createAny): the template has no kind"),
 ], ids=[
     "an unknown opcode", "a missing param", "a count that is not a number", "a param of the wrong type",
     "a flag from a param that is not a bool", "an unknown field", "a template file that does not exist",
     "collectMetrics with skipWaitToCompletion", "recreate churn without a number", "a gang smaller than minMember",
     "an unknown barrier stage", "a duration that does not parse", "a taint with an unknown effect",
+    "two node label strategies", "a label strategy without values", "a unique label strategy with values",
+    "createAny without a template", "createAny of a template without a kind",
 ])
 def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
     (tmp_path / "pod.yaml").write_text(POD)
