@@ -19,7 +19,7 @@ SCALES = ("Smoke", "500Nodes", "5000Nodes", "15000Nodes")
 # affinity.yaml: scheduler_perf's affinity and topology_spreading test cases, up to 5,000 nodes
 AFFINITY_TEST_CASES = ("SchedulingPodAntiAffinity", "SchedulingPodAffinity", "SchedulingPreferredPodAffinity",
                        "SchedulingPreferredPodAntiAffinity", "TopologySpreading", "PreferredTopologySpreading",
-                       "DefaultTopologySpreading")
+                       "SchedulingDefaultTopologySpreading")
 AFFINITY_SCALES = ("Smoke", "500Nodes", "5000Nodes")
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -155,7 +155,7 @@ def test_required_anti_affine_pods_fit_one_per_node_and_plain_pods_do_not_count(
     ("SchedulingPodAntiAffinity", ()), ("SchedulingPodAffinity", ("zone1",)), ("SchedulingPreferredPodAffinity", ()),
     ("SchedulingPreferredPodAntiAffinity", ()), ("TopologySpreading", ("moon-1", "moon-2", "moon-3")),
     ("PreferredTopologySpreading", ("moon-1", "moon-2", "moon-3")),
-    ("DefaultTopologySpreading", ("moon-1", "moon-2", "moon-3")),
+    ("SchedulingDefaultTopologySpreading", ("moon-1", "moon-2", "moon-3")),
 ])
 def test_affinity_nodes_carry_upstreams_zone_labels(test, zones):
     (op,) = [op for op in find_workload(WORKLOADS, f"{test}/Smoke").ops if isinstance(op, CreateNodes)]
@@ -164,7 +164,7 @@ def test_affinity_nodes_carry_upstreams_zone_labels(test, zones):
 
 
 def test_default_topology_spreading_pods_are_selected_by_the_service_in_their_namespace():
-    w = find_workload(WORKLOADS, "DefaultTopologySpreading/5000Nodes")
+    w = find_workload(WORKLOADS, "SchedulingDefaultTopologySpreading/5000Nodes")
     (service,) = [op for op in w.ops if isinstance(op, CreateAny)]
     (measured,) = [op for op in w.ops if isinstance(op, CreatePods) and op.collect_metrics]
     assert (service.template["apiVersion"], service.template["kind"], service.count) == ("v1", "Service", 1)
