@@ -671,6 +671,23 @@ def default_stateful_set(ss: dict[str, Any]) -> None:
         spec["revisionHistoryLimit"] = 10
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def default_namespace(ns: dict[str, Any]) -> None:
+    """SetDefaults_Namespace and the namespace strategy's Canonicalize: the label naming the namespace,
+    put back on every create and update (what a namespaceSelector matches a namespace by name with)."""
+    meta = ns.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not name or not isinstance(name, str):
+        return
+    labels = meta.get("labels")
+    if labels is None:
+        labels = meta["labels"] = {}
+    if isinstance(labels, dict):
+        labels[NAMESPACE_NAME_LABEL] = name
+
+
 def _spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     # a missing spec is the zero struct, which defaulting fills in; a malformed one is validation's
     spec = obj.get("spec")
@@ -681,6 +698,7 @@ def _spec(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 # Scheme defaulting by (group, kind): it runs on every body the server decodes, creates and updates alike.
 SCHEME_DEFAULTS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("", "Namespace"): default_namespace,
     ("", "Service"): default_service,
     ("", "ReplicationController"): default_replication_controller,
     ("apps", "ReplicaSet"): default_replica_set,

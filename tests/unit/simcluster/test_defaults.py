@@ -819,7 +819,7 @@ def test_a_well_formed_node_is_valid() -> None:
     assert defaults.validate_object_meta(n, namespaced=False) == []
 
 
-# ---------------------------------------------------------------------------- services and controllers
+# ---------------------------------------------------------------------------- scheme defaults of the other kinds
 
 @pytest.mark.parametrize("key", sorted(defaults.SCHEME_DEFAULTS), ids=lambda k: k[1])
 @pytest.mark.parametrize("body", [
@@ -833,9 +833,8 @@ def test_a_well_formed_node_is_valid() -> None:
 def test_malformed_services_and_controllers_are_defaulted_without_crashing(key, body):
     # nothing validates these kinds' specs in the stand-in: a crash here would be a 500 on create
     obj = copy.deepcopy(body)
-    defaults.SCHEME_DEFAULTS[key](obj)
-    defaults.fill_zero_status(*key, obj)
-    assert obj["status"] is not None
+    defaults.SCHEME_DEFAULTS[key](obj)  # must not raise
+    defaults.fill_zero_status(*key, obj)  # nor this
 
 
 def test_a_status_write_without_status_gets_the_zero_status_of_its_type():
