@@ -198,6 +198,7 @@ class OwnerRef:
     name: str
     uid: str
     controller: bool
+    api_version: str = ""         # "v1", "apps/v1": kind alone does not say which API the owner is in
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,7 +510,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
                         ports.append(HostPort(_s(p.get("hostIP"), f"{path}.hostIP", probs, "0.0.0.0"),
                                               _s(p.get("protocol"), f"{path}.protocol", probs, "TCP"), hp))
     owners = tuple(OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")),
-                            bool(o.get("controller"))) for o in map(_d, _l(meta.get("ownerReferences"))))
+                            bool(o.get("controller")), str(o.get("apiVersion", "")))
+                   for o in map(_d, _l(meta.get("ownerReferences"))))
     pvcs = tuple(str(_d(v.get("persistentVolumeClaim")).get("claimName", ""))
                  for v in map(_d, _l(spec.get("volumes"))) if v.get("persistentVolumeClaim"))
     priority = spec.get("priority")
