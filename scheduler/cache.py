@@ -357,6 +357,7 @@ class Cache:
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
+        self.namespaces: dict[str, dict[str, str]] = {}   # namespace name -> labels, from the namespace informer
 
     # ------------------------------------------------------------------ nodes
 
@@ -454,3 +455,11 @@ class Cache:
     def where(self, uid: str) -> str | None:
         st = self.pods.get(uid)
         return None if st is None else st.node
+
+    # ------------------------------------------------------------------ namespaces
+
+    def set_namespace(self, name: str, labels: dict[str, str]) -> None:
+        self.namespaces[name] = labels
+
+    def remove_namespace(self, name: str) -> None:
+        self.namespaces.pop(name, None)
