@@ -3,16 +3,19 @@
     async with App(config, kubeconfig="sim.kubeconfig") as app:
         ...   # app.scheduler schedules until the block exits
 
-Startup and cleanup are in one place (as aiohttp's cleanup_ctx):
-the API client, the node, priority class, PodGroup and pod informers, the event
-recorder, the health/metrics server, plugins' background tasks, the PodGroup
-status controller and the scheduling loop start in order and stop in reverse;
-shutdown stops popping pods, then drains in-flight binds.
+Startup and cleanup are in one place (as aiohttp's cleanup_ctx): the API
+client, the node, priority class, PodGroup, Service, controller
+(ReplicationController, ReplicaSet, StatefulSet), namespace and pod
+informers, the event recorder, the health/metrics server, plugins'
+background tasks, the PodGroup status controller and the scheduling loop
+start in order and stop in reverse; shutdown stops popping pods, then drains
+in-flight binds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from contextlib import AsyncExitStack
 from typing import Any
@@ -25,6 +28,8 @@ from scheduler.model import POD_GROUP_API_VERSION
 from scheduler.observe import EventRecorder, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
+from scheduler.spreadselectors import (REPLICA_SET, REPLICATION_CONTROLLER, SERVICE, STATEFUL_SET,
+                                       SpreadSelectors)
 
 log = logging.getLogger("tandem.app")
 
@@ -115,6 +120,24 @@ class App:
         else:
             log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",
                         PODGROUPS_GROUP_VERSION)
+        # the Services' and controllers' selectors PodTopologySpread's system default constraints spread a
+        # pod by (upstream helper.DefaultSelector), and the namespaces' labels InterPodAffinity's
+        # namespaceSelector matches
+        spread = sched.spread_selectors
+        for inf in (
+            Informer(self.client, "/api/v1/services", name="services", clock=clock, **_handlers(spread, SERVICE)),
+            Informer(self.client, "/api/v1/replicationcontrollers", name="replicationcontrollers", clock=clock,
+                     **_handlers(spread, REPLICATION_CONTROLLER)),
+            Informer(self.client, "/apis/apps/v1/replicasets", name="replicasets", clock=clock,
+                     **_handlers(spread, REPLICA_SET)),
+            Informer(self.client, "/apis/apps/v1/statefulsets", name="statefulsets", clock=clock,
+                     **_handlers(spread, STATEFUL_SET)),
+            Informer(self.client, "/api/v1/namespaces", name="namespaces", clock=clock,
+                     on_add=sched.on_namespace_add, on_update=sched.on_namespace_update,
+                     on_delete=sched.on_namespace_delete),
+        ):
+            if await self._lists(inf.path):
+                self.informers.append(inf)
         # everything else first and synced, so the first pods see the whole cluster, their priority
         # classes and PodGroups (no spurious "PodGroup not found" after a restart); then pods
         for inf in self.informers:
@@ -148,6 +171,15 @@ class App:
         except NotFound:
             return False
 
+    async def _lists(self, path: str) -> bool:
+        """Does the server list ``path``? An informer of a collection it does not serve would retry forever."""
+        try:
+            await self.client.list(path, {"limit": 1})
+            return True
+        except NotFound:
+            log.warning("the API server does not serve %s: tandem goes on without it", path)
+            return False
+
     async def _stop_loop(self) -> None:
         assert self.scheduler is not None and self._loop_task is not None
         await self.scheduler.stop()
@@ -162,6 +194,12 @@ class App:
         """Until the scheduling loop ends (it ends only on stop or a bug)."""
         if self._loop_task is not None:
             await self._loop_task
+
+
+def _handlers(spread: SpreadSelectors, kind: str) -> dict[str, Any]:
+    """An informer's add, update and delete handlers feeding ``spread`` the objects of ``kind``."""
+    return {"on_add": functools.partial(spread.on_add, kind), "on_update": functools.partial(spread.on_update, kind),
+            "on_delete": functools.partial(spread.on_delete, kind)}
 
 
 async def _cancel(task: asyncio.Task[None]) -> None:

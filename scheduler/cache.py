@@ -470,6 +470,11 @@ class Cache:
 
     # ------------------------------------------------------------------ namespaces
 
+    @property
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        """namespace name -> labels, from the namespace informer (read-only; kept by ``counts``)."""
+        return self.counts.namespaces
+
     def set_namespace(self, name: str, labels: dict[str, str]) -> None:
         """A namespace was added or updated: its labels, for affinity terms' namespaceSelector."""
         self.counts.set_namespace(name, labels)

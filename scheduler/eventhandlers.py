@@ -1,8 +1,8 @@
 """Informer events -> the cache and the queue (upstream's pkg/scheduler/eventhandlers.go).
 
 The informers call the ``on_*`` handlers of :class:`EventHandlers` (mixed
-into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups and
-PriorityClasses. A handler parses the object; updates the cache (nodes, bound
+into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups,
+PriorityClasses and namespaces. A handler parses the object; updates the cache (nodes, bound
 pods), the queue (unscheduled pods of our profiles) and the indexes that
 plugins and the PodGroup status controller read (pods by uid, PodGroups, the
 members of each group); then tells the queue which cluster event happened, so
@@ -144,6 +144,23 @@ class EventHandlers:
         if self.priority_classes is not None:
             self.priority_classes.discard(str((obj.get("metadata") or {}).get("name", "")))
 
+    # ------------------------------------------------------------------ informer handlers (namespaces)
+
+    # namespace labels, for InterPodAffinity's namespaceSelector; a malformed namespace has no name to keep
+
+    def on_namespace_add(self, obj: dict[str, Any]) -> None:
+        name, labels = _namespace(obj)
+        if name:
+            self.cache.set_namespace(name, labels)
+
+    def on_namespace_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        self.on_namespace_add(obj)
+
+    def on_namespace_delete(self, obj: dict[str, Any]) -> None:
+        name, _ = _namespace(obj)
+        if name:
+            self.cache.remove_namespace(name)
+
     # ------------------------------------------------------------------ informer handlers (podgroups)
 
     def _pod_group_changed(self, key: str) -> None:
@@ -213,3 +230,15 @@ def node_update_action(old: Node, new: Node) -> int:
     if old.annotations != new.annotations:
         action |= ActionType.UPDATE_NODE_ANNOTATION
     return action
+
+
+def _namespace(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """A namespace's name ("" when it has none) and its labels (string values only, as a label map has)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        log.warning("ignoring a namespace without a name: %r", obj)
+        return "", {}
+    labels = meta.get("labels")
+    labels = {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)} \
+        if isinstance(labels, dict) else {}
+    return meta["name"], labels

@@ -200,7 +200,7 @@ class OwnerRef:
     name: str
     uid: str
     controller: bool
-    api_version: str = ""
+    api_version: str = ""         # "v1", "apps/v1": kind alone does not say which API the owner is in
 
 
 # ---------------------------------------------------------------------------- label selectors and pod terms

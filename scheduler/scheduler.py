@@ -43,6 +43,7 @@ from scheduler.framework.status import Status
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne
+from scheduler.spreadselectors import SpreadSelectors
 
 log = logging.getLogger("tandem.scheduler")
 
@@ -73,9 +74,12 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         # called with "ns/podgroup" when a member pod or the PodGroup itself changes (the PodGroup status
         # controller marks the group dirty; a call must be O(1) and must not raise)
         self.group_listeners: list[Callable[[str], None]] = []
+        # Services' and controllers' selectors, from their informers (app.py), for PodTopologySpread
+        self.spread_selectors = SpreadSelectors()
         for fw in self.frameworks.values():
             h = fw.handle
             h.pods, h.activate = self.pods, self.queue.activate
+            h.spread_selectors = self.spread_selectors
         self.rng = random.Random(seed)
         self.next_start = 0
         # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)

@@ -1,11 +1,14 @@
-"""What kube-apiserver does to a Pod or Node between decoding and storing it.
+"""What kube-apiserver does to an object between decoding and storing it.
 
 The simulated cluster must hand a scheduler the same objects a real server
 would, and refuse the same writes with the same words. This module holds the
 parts of that a scheduler can notice:
 
 * the scheme defaults (``pkg/apis/core/v1/defaults.go``): requests copied
-  from limits, pull policies, restart and DNS policies, and so on;
+  from limits, pull policies, restart and DNS policies, and so on; for
+  Services, ReplicationControllers, ReplicaSets and StatefulSets
+  (``pkg/apis/apps/v1/defaults.go`` too) :data:`SCHEME_DEFAULTS`, run on
+  creates and updates alike, and the zero status of their Go types;
 * the mutating admission plugins every cluster runs: ``Priority``
   (``plugin/pkg/admission/priority``) and ``DefaultTolerationSeconds``;
 * the pod strategy's ``PrepareForCreate`` (``pkg/registry/core/pod/strategy.go``):
@@ -61,6 +64,8 @@ __all__ = [
     "validate_pod_update",
     "validate_pod_status_update",
     "default_node",
+    "SCHEME_DEFAULTS",
+    "fill_zero_status",
     "validate_node_create",
     "validate_object_meta",
 ]
@@ -570,6 +575,158 @@ def default_node(node: dict[str, Any]) -> None:
     capacity = status.get("capacity")
     if status.get("allocatable") is None and isinstance(capacity, dict):
         status["allocatable"] = dict(capacity)
+
+
+# ---------------------------------------------------------------------------- services and controllers
+
+CLIENT_IP_AFFINITY_SECONDS = 10800  # v1.DefaultClientIPServiceAffinitySeconds
+
+
+def default_service(svc: dict[str, Any]) -> None:
+    """SetDefaults_Service. Not simulated: the clusterIP, ipFamilies and nodePort allocation of
+    the service REST storage, so a Service keeps the clusterIP it was sent (none, usually)."""
+    spec = _spec(svc)
+    if spec is None:
+        return
+    if not spec.get("sessionAffinity"):
+        spec["sessionAffinity"] = "None"
+    if spec["sessionAffinity"] == "None":
+        spec.pop("sessionAffinityConfig", None)
+    elif spec["sessionAffinity"] == "ClientIP":
+        config = spec.get("sessionAffinityConfig")
+        client_ip = config.get("clientIP") if isinstance(config, dict) else None
+        if not isinstance(client_ip, dict) or client_ip.get("timeoutSeconds") is None:
+            spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": CLIENT_IP_AFFINITY_SECONDS}}
+    if not spec.get("type"):
+        spec["type"] = "ClusterIP"
+    kind = spec["type"]
+    for _, port in _dicts(spec.get("ports")):
+        if not port.get("protocol"):
+            port["protocol"] = "TCP"
+        if port.get("targetPort") in (None, 0, "") and _is_int(port.get("port")):
+            port["targetPort"] = port["port"]
+    # service.ExternallyAccessible
+    external = kind in ("LoadBalancer", "NodePort") or (kind == "ClusterIP" and bool(spec.get("externalIPs")))
+    if external and not spec.get("externalTrafficPolicy"):
+        spec["externalTrafficPolicy"] = "Cluster"
+    if spec.get("internalTrafficPolicy") is None and kind in ("ClusterIP", "NodePort", "LoadBalancer"):
+        spec["internalTrafficPolicy"] = "Cluster"
+    if kind == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
+        spec["allocateLoadBalancerNodePorts"] = True
+
+
+def default_replication_controller(rc: dict[str, Any]) -> None:
+    """SetDefaults_ReplicationController: the selector, and the labels, of the pod template when unset."""
+    spec = _spec(rc)
+    if spec is None:
+        return
+    template = spec.get("template")
+    template_meta = template.get("metadata") if isinstance(template, dict) else None
+    labels = template_meta.get("labels") if isinstance(template_meta, dict) else None
+    if isinstance(labels, dict) and labels:
+        if not spec.get("selector"):
+            spec["selector"] = dict(labels)
+        meta = rc.get("metadata")
+        if isinstance(meta, dict) and not meta.get("labels"):
+            meta["labels"] = dict(labels)
+    if spec.get("replicas") is None:
+        spec["replicas"] = 1
+
+
+def default_replica_set(rs: dict[str, Any]) -> None:
+    """SetDefaults_ReplicaSet (apps/v1): one replica. The selector is never defaulted in apps/v1."""
+    spec = _spec(rs)
+    if spec is not None and spec.get("replicas") is None:
+        spec["replicas"] = 1
+
+
+def default_stateful_set(ss: dict[str, Any]) -> None:
+    """SetDefaults_StatefulSet (apps/v1)."""
+    spec = _spec(ss)
+    if spec is None:
+        return
+    if not spec.get("podManagementPolicy"):
+        spec["podManagementPolicy"] = "OrderedReady"
+    strategy = spec.get("updateStrategy")
+    if strategy is None:
+        strategy = spec["updateStrategy"] = {}
+    if isinstance(strategy, dict):
+        if not strategy.get("type"):
+            strategy["type"] = "RollingUpdate"
+            if strategy.get("rollingUpdate") is None:
+                strategy["rollingUpdate"] = {}
+        rolling = strategy.get("rollingUpdate")
+        if strategy["type"] == "RollingUpdate" and isinstance(rolling, dict) and rolling.get("partition") is None:
+            rolling["partition"] = 0
+    policy = spec.get("persistentVolumeClaimRetentionPolicy")
+    if policy is None:
+        policy = spec["persistentVolumeClaimRetentionPolicy"] = {}
+    if isinstance(policy, dict):
+        for key in ("whenDeleted", "whenScaled"):
+            if not policy.get(key):
+                policy[key] = "Retain"
+    if spec.get("replicas") is None:
+        spec["replicas"] = 1
+    if spec.get("revisionHistoryLimit") is None:
+        spec["revisionHistoryLimit"] = 10
+
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def default_namespace(ns: dict[str, Any]) -> None:
+    """SetDefaults_Namespace and the namespace strategy's Canonicalize: the label naming the namespace,
+    put back on every create and update (what a namespaceSelector matches a namespace by name with)."""
+    meta = ns.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    if not name or not isinstance(name, str):
+        return
+    labels = meta.get("labels")
+    if labels is None:
+        labels = meta["labels"] = {}
+    if isinstance(labels, dict):
+        labels[NAMESPACE_NAME_LABEL] = name
+
+
+def _spec(obj: dict[str, Any]) -> dict[str, Any] | None:
+    # a missing spec is the zero struct, which defaulting fills in; a malformed one is validation's
+    spec = obj.get("spec")
+    if spec is None:
+        spec = obj["spec"] = {}
+    return spec if isinstance(spec, dict) else None
+
+
+# Scheme defaulting by (group, kind): it runs on every body the server decodes, creates and updates alike.
+SCHEME_DEFAULTS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
+    ("", "Namespace"): default_namespace,
+    ("", "Service"): default_service,
+    ("", "ReplicationController"): default_replication_controller,
+    ("apps", "ReplicaSet"): default_replica_set,
+    ("apps", "StatefulSet"): default_stateful_set,
+}
+
+# The status fields these kinds serialize without omitempty, at their zero value: what a create
+# leaves (PrepareForCreate resets status to the zero struct) and what a status write fills in.
+_ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] = {
+    ("", "Service"): (("loadBalancer", dict),),
+    ("", "ReplicationController"): (("replicas", int),),
+    ("apps", "ReplicaSet"): (("replicas", int),),
+    ("apps", "StatefulSet"): (("replicas", int), ("availableReplicas", int)),
+}
+
+
+def fill_zero_status(group: str, kind: str, obj: dict[str, Any]) -> None:
+    """Give ``obj`` the status fields its Go type always serializes, at zero where they are unset."""
+    fields = _ZERO_STATUS.get((group, kind))
+    if fields is None:
+        return
+    status = obj.get("status")
+    if status is None:
+        status = obj["status"] = {}
+    if isinstance(status, dict):
+        for key, zero in fields:
+            if status.get(key) is None:
+                status[key] = zero()
 
 
 # ---------------------------------------------------------------------------- object meta

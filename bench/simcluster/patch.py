@@ -617,6 +617,10 @@ _POD_STATUS = _struct(
 
 _CONDITIONS_ONLY = _struct(conditions=_merge_list("type"))
 
+# core/v1 PodTemplateSpec, as the controllers embed it
+_WITH_POD_TEMPLATE = _struct(template=_Meta(fields=_struct(metadata=_Meta(fields=_OBJECT_META),
+                                                           spec=_Meta(fields=_POD_SPEC))))
+
 
 def _kind(**fields: Mapping[str, _Meta]) -> Mapping[str, _Meta]:
     top = {"metadata": _Meta(fields=_OBJECT_META)}
@@ -639,6 +643,12 @@ _SCHEMAS: Mapping[str, Mapping[str, _Meta]] = MappingProxyType({
     "PriorityClass": _kind(),
     "Lease": _kind(),
     "Event": _kind(),
+    # ServiceSpec.ports: "merge" on port; externalIPs, clusterIPs, ipFamilies: atomic
+    "Service": _kind(spec=_struct(ports=_merge_list("port")), status=_CONDITIONS_ONLY),
+    # the selectors (a map, or a LabelSelector whose matchExpressions are atomic) have no tags
+    "ReplicationController": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),
+    "ReplicaSet": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),
+    "StatefulSet": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),  # volumeClaimTemplates: atomic
 })
 
 _UNSUPPORTED_SMP = ("the body of the request was in an unknown format - accepted media types include: "

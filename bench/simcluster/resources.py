@@ -45,6 +45,27 @@ def _node_fields(obj: dict[str, Any]) -> dict[str, str]:
     return f
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _service_fields(obj: dict[str, Any]) -> dict[str, str]:
+    # service.SelectableFields (pkg/registry/core/service/strategy.go)
+    f = _meta_fields(obj)
+    spec = _dict(obj.get("spec"))  # nothing validates a Service's spec here: it may be anything
+    f["spec.clusterIP"] = str(spec.get("clusterIP") or "")
+    f["spec.type"] = str(spec.get("type") or "")
+    return f
+
+
+def _replication_controller_fields(obj: dict[str, Any]) -> dict[str, str]:
+    # ControllerToSelectableFields (pkg/registry/core/replicationcontroller/strategy.go)
+    f = _meta_fields(obj)
+    replicas = _dict(obj.get("status")).get("replicas")
+    f["status.replicas"] = str(replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 0)
+    return f
+
+
 def _namespace_fields(obj: dict[str, Any]) -> dict[str, str]:
     f = _meta_fields(obj)
     f["status.phase"] = (obj.get("status") or {}).get("phase") or ""
@@ -155,9 +176,22 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True,
                  "persistentvolumeclaim", ("pvc",), subresources=("status",),
                  create_keeps_status=False),
+    # Services and the controllers whose selectors spread pods (PodTopologySpread's system
+    # defaults). Neither a clusterIP allocator nor the controllers are simulated.
+    ResourceType("", "v1", "services", "Service", True, "service", ("svc",), ("all",),
+                 subresources=("status",), fields=_service_fields, field_names=_fieldset(_service_fields),
+                 create_keeps_status=False),
+    ResourceType("", "v1", "replicationcontrollers", "ReplicationController", True, "replicationcontroller",
+                 ("rc",), ("all",), subresources=("status",), fields=_replication_controller_fields,
+                 field_names=_fieldset(_replication_controller_fields), generation=True,
+                 create_keeps_status=False),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",),
                  fields=_events_v1_fields, field_names=_fieldset(_events_v1_fields),
                  storage=("", "events"), to_view=_events_to_view, from_view=_events_from_view),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, "replicaset", ("rs",), ("all",),
+                 subresources=("status",), generation=True, create_keeps_status=False),
+    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, "statefulset", ("sts",), ("all",),
+                 subresources=("status",), generation=True, create_keeps_status=False),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, "storageclass",
                  ("sc",)),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,

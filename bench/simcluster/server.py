@@ -325,9 +325,10 @@ class APIServer:
         # As the DELETE handler: 200 even while the deletion is pending (graceful, finalizers);
         # 202 only for a pending delete that asked orphanDependents=false (kept for old clients).
         status = 202 if orphan_false and not gone else 200
-        if gone and rt.kind not in ("Pod", "Namespace") and rt.group in ("", "policy", "storage.k8s.io",
-                                                                          "scheduling.k8s.io",
-                                                                          "coordination.k8s.io", "events.k8s.io"):
+        # the stores with ReturnDeletedObject (pods, namespaces, services, custom resources) answer
+        # with the object; the others with a Success Status naming it
+        if gone and rt.kind not in ("Pod", "Namespace", "Service") and rt.group in (
+                "", "apps", "policy", "storage.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io"):
             name = entry.key[1]
             details = {"name": name, "kind": rt.plural, "uid": entry.uid}
             if rt.group:

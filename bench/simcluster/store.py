@@ -492,7 +492,8 @@ class Store:
                 new["status"] = body["status"]
             else:
                 new.pop("status", None)
-            if rt.group == "" and rt.kind in ("Pod", "Node"):
+            defaults.fill_zero_status(rt.group, rt.kind, new)
+            if (rt.group, rt.kind) in _STATUS_WRITES_METADATA:
                 # ... except that the pods/status and nodes/status strategies reset only spec (and a
                 # pod's ownerReferences): the body's labels, annotations and finalizers are written
                 meta_written = True
@@ -507,6 +508,7 @@ class Store:
                 new["metadata"] = new_meta
         else:
             new = body
+            self._default(rt, new)  # before the generation check: a defaulted field is no spec change
             if rt.has_status:
                 if "status" in old:
                     new["status"] = old["status"]
@@ -816,6 +818,15 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
+        if (rt.group, rt.kind) in defaults.SCHEME_DEFAULTS:
+            self._default(rt, obj)
+            defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
+
+    @staticmethod
+    def _default(rt: ResourceType, obj: dict[str, Any]) -> None:
+        default = defaults.SCHEME_DEFAULTS.get((rt.group, rt.kind))
+        if default is not None:
+            default(obj)
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         if rt.group == "" and rt.kind == "Pod":
@@ -1071,6 +1082,11 @@ def _binding_decodes(meta: Any, target: Any) -> bool:
             return False
     return True
 
+
+# kinds whose status strategy resets only spec, so that a status write keeps the body's labels,
+# annotations and finalizers (a custom resource's resets all of metadata)
+_STATUS_WRITES_METADATA = frozenset({("", "Pod"), ("", "Node"), ("", "Service"), ("", "ReplicationController"),
+                                     ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
 
 # metadata an update never changes (rest.BeforeUpdate and the strategies)
 _SYSTEM_META = ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",

@@ -51,6 +51,7 @@ from bench.simcluster.defaults import QuantityError
 # Quantity.String(), the canonical form defaulting already prints in its messages
 from bench.simcluster.defaults import quantity_string as quantity_string
 from bench.simcluster.resources import ResourceType
+from bench.simcluster.selectors import SelectorError, label_selector_from_object
 
 log = logging.getLogger("simcluster.tables")
 
@@ -727,6 +728,133 @@ def _lease_cells(lease: dict[str, Any], now: float) -> list[Any]:
     return [_name(lease), _str(_get(lease, "spec", "holderIdentity")), _age(lease, now)]
 
 
+# ---------------------------------------------------------------------------- services and controllers
+
+def format_labels(labels: Any) -> str:
+    """``labels.FormatLabels``: ``k=v`` sorted by key and comma-joined, ``<none>`` when empty."""
+    if not isinstance(labels, dict) or not labels:
+        return "<none>"
+    return ",".join(f"{k}={_str(v)}" for k, v in sorted(labels.items()))
+
+
+def format_label_selector(selector: Any) -> str:
+    """``metav1.FormatLabelSelector``: the selector's string form, ``<none>`` when it selects all or nothing."""
+    try:
+        text = str(label_selector_from_object(selector if isinstance(selector, dict) else None))
+    except (SelectorError, AttributeError, TypeError):
+        return "<error>"
+    return text or "<none>"
+
+
+def _containers(obj: dict[str, Any]) -> list[str]:
+    """``layoutContainerCells`` of the pod template: container names, then images, comma-joined."""
+    containers = _get(obj, "spec", "template", "spec", "containers")
+    items = [c for c in containers if isinstance(c, dict)] if isinstance(containers, list) else []
+    return [",".join(_str(c.get("name")) for c in items), ",".join(_str(c.get("image")) for c in items)]
+
+
+_CONTAINERS_DOC = "Names of each container in the template."
+_IMAGES_DOC = "Images referenced by each container in the template."
+
+def _replica_columns(ready: str, selector: str) -> tuple[Column, ...]:
+    """The columns ReplicationControllers and ReplicaSets share; only two descriptions differ."""
+    return (
+        NAME,
+        Column("Desired", "integer", description="Replicas is the number of desired replicas."),
+        Column("Current", "integer", description="Replicas is the most recently observed number of replicas."),
+        Column("Ready", "integer", description=f"The number of ready replicas for this {ready}."),
+        AGE,
+        Column("Containers", priority=1, description=_CONTAINERS_DOC),
+        Column("Images", priority=1, description=_IMAGES_DOC),
+        Column("Selector", priority=1, description=f"Selector is a label query over pods that should match the "
+                                                   f"{selector} count."),
+    )
+
+
+def _replica_cells(obj: dict[str, Any], now: float, selector: str) -> list[Any]:
+    return [_name(obj), _int(_get(obj, "spec", "replicas")), _int(_get(obj, "status", "replicas")),
+            _int(_get(obj, "status", "readyReplicas")), _age(obj, now), *_containers(obj), selector]
+
+
+REPLICATION_CONTROLLER_COLUMNS = _replica_columns("replication controller", "Replicas")
+REPLICA_SET_COLUMNS = _replica_columns("replica set", "replica")
+
+
+def _replication_controller_cells(rc: dict[str, Any], now: float) -> list[Any]:
+    return _replica_cells(rc, now, format_labels(_get(rc, "spec", "selector")))  # a map
+
+
+def _replica_set_cells(rs: dict[str, Any], now: float) -> list[Any]:
+    return _replica_cells(rs, now, format_label_selector(_get(rs, "spec", "selector")))  # a LabelSelector
+
+
+STATEFUL_SET_COLUMNS = (
+    NAME,
+    Column("Ready", description="Number of the pod with ready state"),
+    AGE,
+    Column("Containers", priority=1, description=_CONTAINERS_DOC),
+    Column("Images", priority=1, description=_IMAGES_DOC),
+)
+
+
+def _stateful_set_cells(ss: dict[str, Any], now: float) -> list[Any]:
+    ready, desired = _int(_get(ss, "status", "readyReplicas")), _int(_get(ss, "spec", "replicas"))
+    return [_name(ss), f"{ready}/{desired}", _age(ss, now), *_containers(ss)]
+
+
+SERVICE_COLUMNS = (
+    NAME,
+    Column("Type", description="type determines how the Service is exposed."),
+    Column("Cluster-IP", description="clusterIP is the IP address of the service and is usually assigned "
+                                     "randomly."),
+    Column("External-IP", description="externalIPs is a list of IP addresses for which nodes in the cluster will "
+                                      "also accept traffic for this service."),
+    Column("Port(s)", description="The list of ports that are exposed by this service."),
+    AGE,
+    Column("Selector", priority=1, description="Route service traffic to pods with label keys and values "
+                                               "matching this selector."),
+)
+
+
+def service_external_ip(svc: dict[str, Any]) -> str:
+    """``getServiceExternalIP`` as the server renders it (wide: load-balancer addresses are not clipped)."""
+    ips = _get(svc, "spec", "externalIPs")
+    external = [_str(ip) for ip in ips] if isinstance(ips, list) else []
+    kind = _get(svc, "spec", "type")
+    if kind in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if kind == "LoadBalancer":
+        ingress = _get(svc, "status", "loadBalancer", "ingress")
+        seen = {_str(i.get("ip")) or _str(i.get("hostname")) for i in ingress or [] if isinstance(i, dict)}
+        lb = sorted(seen - {""})
+        if external:
+            return ",".join(lb + external)
+        return ",".join(lb) or "<pending>"
+    if kind == "ExternalName":
+        return _str(_get(svc, "spec", "externalName"))
+    return "<unknown>"
+
+
+def service_ports(svc: dict[str, Any]) -> str:
+    """``makePortString``: ``port/protocol``, or ``port:nodePort/protocol``; ``<none>`` without ports."""
+    ports = _get(svc, "spec", "ports")
+    pieces = []
+    for p in ports if isinstance(ports, list) else []:
+        if not isinstance(p, dict):
+            continue
+        node_port = _int(p.get("nodePort"))
+        middle = f"{_int(p.get('port'))}:{node_port}" if node_port > 0 else str(_int(p.get("port")))
+        pieces.append(f"{middle}/{_str(p.get('protocol'))}")
+    return ",".join(pieces) or "<none>"
+
+
+def _service_cells(svc: dict[str, Any], now: float) -> list[Any]:
+    cluster_ips = _get(svc, "spec", "clusterIPs")
+    cluster_ip = _str(cluster_ips[0]) if isinstance(cluster_ips, list) and cluster_ips else "<none>"
+    return [_name(svc), _str(_get(svc, "spec", "type")), cluster_ip, service_external_ip(svc), service_ports(svc),
+            _age(svc, now), format_labels(_get(svc, "spec", "selector"))]
+
+
 # ---------------------------------------------------------------------------- the default convertor
 
 DEFAULT_COLUMNS = (NAME, Column("Created At", "date", description=_CREATED_DOC))
@@ -754,6 +882,10 @@ BUILTIN: dict[tuple[str, str], Printer] = {
     ("policy", "poddisruptionbudgets"): Printer(PDB_COLUMNS, _pdb_cells),
     ("scheduling.k8s.io", "priorityclasses"): Printer(PRIORITY_CLASS_COLUMNS, _priority_class_cells),
     ("coordination.k8s.io", "leases"): Printer(LEASE_COLUMNS, _lease_cells),
+    ("", "services"): Printer(SERVICE_COLUMNS, _service_cells),
+    ("", "replicationcontrollers"): Printer(REPLICATION_CONTROLLER_COLUMNS, _replication_controller_cells),
+    ("apps", "replicasets"): Printer(REPLICA_SET_COLUMNS, _replica_set_cells),
+    ("apps", "statefulsets"): Printer(STATEFUL_SET_COLUMNS, _stateful_set_cells),
 }
 
 

@@ -5,7 +5,9 @@ Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
 everything else they need arrives through the Handle given to their
 constructor: the cache (node table, pods per node, the gang index), the
 one clock (now, timers, sleeps), the API client (binders, preemption), the
-event recorder, and the framework itself (for waiting pods). Tests build
+event recorder, the spread selectors (Services and controllers, for
+PodTopologySpread's system defaults), and the framework itself (for
+waiting pods). Tests build
 one with only what the plugin under test uses.
 """
 
@@ -18,6 +20,7 @@ from scheduler.framework.clock import Clock
 if TYPE_CHECKING:
     from scheduler.cache import Cache, GangIndex, NodeTable
     from scheduler.podcounts import PodCounts
+    from scheduler.spreadselectors import SpreadSelectors
 
 
 class Handle:
@@ -33,6 +36,10 @@ class Handle:
         # set by the scheduler (shared across profiles; read-only for plugins):
         self.pods: dict[str, Any] = {}               # uid -> latest scheduler.model.Pod the informer saw
         self.activate: Callable[[list[str]], None] = lambda uids: None   # move pods to activeQ now
+        # what selects a pod for PodTopologySpread's system default constraints (upstream
+        # helper.DefaultSelector): default_selector(namespace, labels, owners), and a version that moves
+        # when an answer may; None where no scheduler feeds one (tests build handles without)
+        self.spread_selectors: "SpreadSelectors | None" = None
 
     @property
     def nodes(self) -> "NodeTable":

@@ -84,4 +84,5 @@ async def test_api_resources_lists_what_the_scheduler_needs(target):
     names = set(out.split())
     assert {"pods", "nodes", "namespaces", "events", "leases.coordination.k8s.io",
             "priorityclasses.scheduling.k8s.io", "poddisruptionbudgets.policy",
-            "podgroups.scheduling.x-k8s.io", "events.events.k8s.io"} <= names, sorted(names)
+            "podgroups.scheduling.x-k8s.io", "events.events.k8s.io", "services", "replicationcontrollers",
+            "replicasets.apps", "statefulsets.apps"} <= names, sorted(names)

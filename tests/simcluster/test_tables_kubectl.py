@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.simcluster.conftest import Target, pod_body
+from tests.simcluster.test_services_and_controllers import CONTROLLERS, SERVICE, service_body
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -191,3 +192,32 @@ async def test_get_pods_watch_prints_a_row_per_event(target, tmp_path):
     assert rows["first"]["STATUS"] == "Pending"
     assert rows["second"]["READY"] == "0/1"
     assert rows["second"]["STATUS"] == "Pending"
+
+
+async def test_get_services_and_controllers_wide_shows_upstreams_columns(target, tmp_path):
+    r = await target.req("POST", SERVICE.collection(target), service_body("web"))
+    assert r.status == 201, r.body
+    for kind in CONTROLLERS:
+        body = kind.body("web")
+        body["spec"]["replicas"] = 2
+        r = await target.req("POST", kind.collection(target), body)
+        assert r.status == 201, r.body
+
+    async def table(resource: str) -> tuple[list[str], dict[str, str]]:
+        text = await kubectl(target, tmp_path, "get", resource, "-o", "wide")
+        [row] = parse(text)
+        return [name for name, _ in columns(text.splitlines()[0])], row
+
+    header, row = await table("services")
+    assert header == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"]
+    assert (row["TYPE"], row["EXTERNAL-IP"], row["PORT(S)"], row["SELECTOR"]) == \
+        ("ClusterIP", "<none>", "80/TCP", "app=web")
+    # no controller runs on either server: nothing is current or ready
+    for resource in ("replicationcontrollers", "replicasets"):
+        header, row = await table(resource)
+        assert header == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+        assert (row["DESIRED"], row["CURRENT"], row["READY"], row["CONTAINERS"], row["IMAGES"], row["SELECTOR"]) == \
+            ("2", "0", "0", "app", "registry.k8s.io/pause:3.10", "app=web")
+    header, row = await table("statefulsets")
+    assert header == ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"]
+    assert (row["READY"], row["CONTAINERS"]) == ("0/2", "app")

@@ -582,6 +582,19 @@ async def test_dry_run_persists_nothing(target):
     assert after["metadata"]["labels"] == {"app": "web"}
 
 
+async def test_a_namespace_is_labelled_with_its_name_on_every_write(target):
+    name = unique(target, "labelled")
+    created = await create(target, "/api/v1/namespaces", {"metadata": {"name": name, "labels": {"team": "a"}}})
+    assert created["metadata"]["labels"] == {"team": "a", "kubernetes.io/metadata.name": name}
+    created["metadata"]["labels"] = {"kubernetes.io/metadata.name": "something-else"}
+    r = await target.req("PUT", f"/api/v1/namespaces/{name}", created)
+    assert r.status == 200, r.body
+    assert r.body["metadata"]["labels"] == {"kubernetes.io/metadata.name": name}
+    r = await target.req("PATCH", f"/api/v1/namespaces/{name}", {"metadata": {"labels": None}}, content_type=MERGE)
+    assert r.status == 200, r.body
+    assert r.body["metadata"]["labels"] == {"kubernetes.io/metadata.name": name}
+
+
 async def test_create_in_a_missing_namespace_is_404(target):
     r = await target.req("POST", "/api/v1/namespaces/no-such-namespace/pods", pod_body("p"))
     body = assert_status(r, 404, "NotFound")

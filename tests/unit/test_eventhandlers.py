@@ -105,3 +105,26 @@ def test_the_group_index_follows_pods_that_join_move_and_leave_groups() -> None:
     s.on_pod_delete(pod("b", group="g1"))
     assert s.cache.gangs.members == {"default/g2": {"uid-a"}}, "an emptied group is dropped from the index"
     assert changes == ["default/g1", "default/g1", "default/g1", "default/g2", "default/g1"]
+
+
+def test_namespaces_and_their_labels_are_kept_in_the_cache() -> None:
+    s = scheduler()
+    s.on_namespace_add({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}}})
+    s.on_namespace_add({"metadata": {"name": "bare"}})
+    s.on_namespace_update({"metadata": {"name": "team-a"}},
+                          {"metadata": {"name": "team-a", "labels": {"env": "prod", "bad": 3}}})
+    assert s.cache.namespaces == {"team-a": {"env": "prod"}, "bare": {}}, "labels are a map of strings"
+    s.on_namespace_delete({"metadata": {"name": "bare"}})
+    s.on_namespace_add({"metadata": {"labels": {"no": "name"}}})  # malformed: logged, nothing kept
+    assert s.cache.namespaces == {"team-a": {"env": "prod"}}
+
+
+def test_every_profiles_handle_reaches_the_one_spread_selectors() -> None:
+    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                        "profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}]}, "<test>")
+    s = Scheduler(cfg, NoAPI())
+    assert [fw.handle.spread_selectors for fw in s.frameworks.values()] == [s.spread_selectors] * 2
+    s.spread_selectors.on_add("Service", {"metadata": {"name": "web", "namespace": "default"},
+                                          "spec": {"selector": {"app": "web"}}})
+    handle = s.frameworks["b"].handle
+    assert handle.spread_selectors.default_selector("default", {"app": "web"}, ()) == ({"app": "web"}, [])

@@ -54,6 +54,9 @@ BOOTSTRAP_ROLES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["delete", "get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["bindings", "pods/binding"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+        {"apiGroups": [""], "resources": ["replicationcontrollers", "services"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apps", "extensions"], "resources": ["replicasets"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["apps"], "resources": ["statefulsets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
          "verbs": ["get", "list", "watch"]},
@@ -327,6 +330,20 @@ def test_rbac_grants_the_configured_leader_election_lease() -> None:
         assert _allows(rules, call), f"tandem's ServiceAccount may not {call}"
     # and no other component's lease
     assert not _allows(rules, Call("coordination.k8s.io", "leases", "update", "kube-system", "kube-controller-manager"))
+
+
+# what tandem's own ClusterRole must say even though system:kube-scheduler grants it too: the reads only
+# tandem's plugins need of them, so that the role documents them (see the comment in rbac.yaml)
+OWN_ROLE_READS = [Call(group, resource, verb)
+                  for group, resource in (("", "services"), ("", "replicationcontrollers"), ("", "namespaces"),
+                                          ("apps", "replicasets"), ("apps", "statefulsets"))
+                  for verb in ("get", "list", "watch")]
+
+
+@pytest.mark.parametrize("call", OWN_ROLE_READS, ids=str)
+def test_tandems_own_role_grants_the_spreading_and_affinity_reads(call: Call) -> None:
+    assert _allows([(None, r) for r in _one("ClusterRole", "tandem-scheduler")["rules"]], call), \
+        f"the tandem-scheduler ClusterRole may not {call}"
 
 
 def test_rbac_check_itself_rejects_what_is_not_granted() -> None:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scheduler.cache import NodeTable
 from scheduler.model import (
     CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, INT64_MAX, MEMORY, POD_GROUP_ANNOTATION, POD_GROUP_LABEL,
-    HostPort, Node, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
+    HostPort, Node, OwnerRef, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
     parse_label_selector, parse_quantity,
 )
 
@@ -274,7 +274,8 @@ def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
     pod = parse_pod({
         "metadata": {"name": "web", "namespace": "prod", "uid": "u1", "resourceVersion": "7",
                      "creationTimestamp": "2024-01-02T03:04:05Z", "deletionTimestamp": "2024-01-02T03:05:00Z",
-                     "ownerReferences": [{"kind": "ReplicaSet", "name": "web-1", "uid": "o1", "controller": True}]},
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-1", "uid": "o1",
+                                          "controller": True}]},
         "spec": {"schedulerName": "tandem-scheduler", "priority": 7, "priorityClassName": "high",
                  "preemptionPolicy": "Never", "nodeSelector": {"zone": "a"},
                  "schedulingGates": [{"name": "wait"}],
@@ -295,7 +296,7 @@ def test_parse_pod_reads_the_fields_the_scheduler_uses() -> None:
     assert pod.scheduling_gates == ("wait",)
     assert pod.pvcs == ("data",)
     assert pod.nominated_node_name == "n1"
-    assert pod.owners[0].controller and pod.owners[0].kind == "ReplicaSet"
+    assert pod.owners == (OwnerRef("ReplicaSet", "web-1", "o1", True, "apps/v1"),)
     assert not pod.assigned and not pod.terminal and pod.invalid == ""
 
 

@@ -817,3 +817,30 @@ def test_a_well_formed_node_is_valid() -> None:
     defaults.default_node(n)
     assert defaults.validate_node_create(n) == []
     assert defaults.validate_object_meta(n, namespaced=False) == []
+
+
+# ---------------------------------------------------------------------------- scheme defaults of the other kinds
+
+@pytest.mark.parametrize("key", sorted(defaults.SCHEME_DEFAULTS), ids=lambda k: k[1])
+@pytest.mark.parametrize("body", [
+    {"metadata": {}, "spec": "not an object"},
+    {"metadata": {}, "spec": {"ports": "80", "template": 3, "updateStrategy": [], "selector": 1,
+                              "persistentVolumeClaimRetentionPolicy": "Delete", "sessionAffinity": "ClientIP",
+                              "sessionAffinityConfig": "x", "type": ["NodePort"]}},
+    {"metadata": {}, "spec": {"ports": [1, {"port": "http"}], "template": {"metadata": {"labels": "app=web"}},
+                              "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": 0}}},
+], ids=["a spec that is no object", "fields of the wrong type", "items of the wrong type"])
+def test_malformed_services_and_controllers_are_defaulted_without_crashing(key, body):
+    # nothing validates these kinds' specs in the stand-in: a crash here would be a 500 on create
+    obj = copy.deepcopy(body)
+    defaults.SCHEME_DEFAULTS[key](obj)  # must not raise
+    defaults.fill_zero_status(*key, obj)  # nor this
+
+
+def test_a_status_write_without_status_gets_the_zero_status_of_its_type():
+    obj: dict[str, Any] = {"status": {"readyReplicas": 1, "replicas": None}}
+    defaults.fill_zero_status("apps", "StatefulSet", obj)
+    assert obj["status"] == {"readyReplicas": 1, "replicas": 0, "availableReplicas": 0}
+    pod: dict[str, Any] = {}
+    defaults.fill_zero_status("", "Pod", pod)
+    assert pod == {}  # only the kinds that have one
