@@ -686,7 +686,7 @@ def _affinity_term(raw: Any, path: str, namespace: str, labels: dict[str, str], 
     raw_ns_sel = t.get("namespaceSelector")
     ns_selector = parse_label_selector(raw_ns_sel, f"{path}.namespaceSelector", probs)
     # getNamespacesFromPodAffinityTerm: neither namespaces nor namespaceSelector means the pod's own namespace
-    namespaces = frozenset(names) if names or raw_ns_sel is not None else frozenset((namespace,))
+    namespaces = frozenset(names or ()) if names or raw_ns_sel is not None else frozenset((namespace,))
     key = t.get("topologyKey")
     if not isinstance(key, str) or not key:
         probs.add(f"{path}.topologyKey", "Required value: can not be empty")
