@@ -25,6 +25,7 @@ from plugins.inter_pod_affinity import (
 from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
+from scheduler.framework.runtime import Framework
 from scheduler.model import Pod, parse_node, parse_pod
 
 AFF, ANTI, EXIST = ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY
@@ -1015,3 +1016,27 @@ def test_filter_and_score_equal_a_walk_over_the_placed_pods(nodes: dict[str, dic
         assert want_score in ("skip", zeros)
     else:
         assert list(got_score.values()) == (zeros if want_score == "skip" else want_score)
+
+
+# ---------------------------------------------------------------------------- in the default profile
+
+def test_the_default_profile_filters_and_scores_with_it() -> None:
+    (profile,) = load_config(None).profiles
+    alloc = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    cache = make_cache({})
+    for name, zone in (("a", "z1"), ("b", "z1"), ("c", "z2"), ("d", "z3")):
+        cache.add_node(parse_node({"metadata": {"name": name, "labels": {"zone": zone}},
+                                   "status": {"allocatable": alloc}}))
+    cache.add_pod(make_pod("web-1", labels={"app": "web"}, node="a"))
+    cache.add_pod(make_pod("db-1", labels={"app": "db"}, node="d"))
+    fw = Framework(profile, Handle(cache, scheduler_name=profile.scheduler_name))
+    pod = make_pod(labels={"app": "web"}, anti=[term("zone", labels={"app": "web"})],
+                   preferred=[weighted(100, term("zone", labels={"app": "db"}))])
+    state = CycleState()
+    rows, st, diag = fw.run_pre_filter(state, pod)
+    assert st.is_success()
+    rows, st = fw.run_filter(state, pod, rows, diag)
+    assert cache.nodes.names_of(rows) == ["c", "d"]
+    assert diag.message() == "0/4 nodes are available: 2 node(s) didn't match pod anti-affinity rules."
+    total, st = fw.run_score(state, pod, rows)
+    assert st.is_success() and total[1] > total[0]     # d, next to the db, wins by InterPodAffinity's weight 2
