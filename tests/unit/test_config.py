@@ -161,7 +161,7 @@ def test_default_profile_score_weights_are_upstreams() -> None:
     p = load_config(None).profiles[0]
     expected = {n: w or 1 for n, w in UPSTREAM_DEFAULT_PLUGINS if n in REGISTRY and implements(n, "score")}
     assert p.weights == expected
-    for name, weight in (("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1),
+    for name, weight in (("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("InterPodAffinity", 2),
                          ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)):
         if name in p.weights:
             assert p.weights[name] == weight

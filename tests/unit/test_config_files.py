@@ -57,7 +57,8 @@ def test_default_file_is_the_builtin_default_written_out() -> None:
 def test_default_file_scores_with_upstream_default_weights() -> None:
     cfg = _load("default.yaml")
     assert cfg.profiles[0].weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                                       "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+                                       "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
+                                       "ImageLocality": 1}
     assert _strategy(cfg, "tandem-scheduler") == "LeastAllocated"
 
 

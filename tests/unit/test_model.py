@@ -313,6 +313,26 @@ def test_terminal_phases(phase: str | None, terminal: bool) -> None:
     assert parse_pod(obj).terminal is terminal
 
 
+
+@pytest.mark.parametrize("extra, namespaces, by_labels", [
+    pytest.param({}, {"own"}, False, id="neither namespaces nor namespaceSelector means the pod's own namespace"),
+    pytest.param({"namespaces": []}, {"own"}, False, id="an empty namespaces list means the pod's own namespace"),
+    pytest.param({"namespaceSelector": None}, {"own"}, False, id="a null namespaceSelector is no selector"),
+    pytest.param({"namespaceSelector": {}}, set(), True, id="an empty namespaceSelector alone selects by labels"),
+    pytest.param({"namespaceSelector": {"matchLabels": {"team": "a"}}}, set(), True,
+                 id="a namespaceSelector without namespaces replaces the pod's own namespace"),
+    pytest.param({"namespaces": ["x"], "namespaceSelector": {}}, {"x"}, True, id="namespaces and a selector together"),
+])
+def test_affinity_term_namespaces_default_as_upstream(extra: dict[str, Any], namespaces: set[str], by_labels: bool) -> None:
+    t = {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone", **extra}
+    pod = parse_pod({"metadata": {"uid": "u", "namespace": "own"},
+                     "spec": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [t]}}}})
+    assert not pod.invalid
+    assert pod.pod_affinity is not None
+    (term,) = pod.pod_affinity.required_anti
+    assert (set(term.selection.namespaces), term.selection.by_namespace_labels) == (namespaces, by_labels)
+
+
 # ---------------------------------------------------------------------------- parse_pod never raises
 
 _scalars = (st.none() | st.booleans() | st.integers(min_value=-2**70, max_value=2**70)
