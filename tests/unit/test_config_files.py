@@ -57,7 +57,8 @@ def test_default_file_is_the_builtin_default_written_out() -> None:
 def test_default_file_scores_with_upstream_default_weights() -> None:
     cfg = _load("default.yaml")
     assert cfg.profiles[0].weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                                       "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+                                       "PodTopologySpread": 2, "NodeResourcesBalancedAllocation": 1,
+                                       "ImageLocality": 1}
     assert _strategy(cfg, "tandem-scheduler") == "LeastAllocated"
 
 
@@ -109,3 +110,4 @@ def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_
     args = g.plugin_args["Coscheduling"]
     assert (args.permit_waiting_time_seconds, args.pod_group_backoff_seconds) == (60, 0)   # upstream's defaults
     assert (gang.client_qps, gang.client_burst) == (_load("default.yaml").client_qps, _load("default.yaml").client_burst)
+
