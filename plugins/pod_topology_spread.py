@@ -38,11 +38,21 @@ constraint, ``handle.counts.column`` gives the placed pods per node that
 match the selector in the namespace (kept incrementally by the cache); a
 topology label is an interned int32 column, so domain counts are one
 ``bincount`` (``framework.topology.domain_counts``) and "the count in this
-node's domain" is a gather by value id. PreFilter reduces each hard
-constraint to ``fits`` bool[V] by value id, and Filter is one gather per
-constraint. The policy masks come from ``framework.nodeaffinity`` and
-``framework.taints``, once per cycle over all rows. A cycle with one
-constraint is a handful of numpy passes over the node rows.
+node's domain" is a gather by value id. A key's value ids over all nodes,
+and the values present, are kept per key until the table's rows change
+(any node added, updated or removed). PreFilter reduces each hard
+constraint to a verdict per value id (fits, too skewed, no label: int8[V]),
+so Filter is one gather per constraint; Score computes each key's term of
+upstream's float sum per value id and gathers it (hostname: per node, its
+counts being per node). The policy masks come from ``framework.nodeaffinity`` and
+``framework.taints``, once per cycle over all rows, and only when a
+constraint honors a policy the pod can fail. At 5,000 nodes and 10,000
+placed pods one zone constraint costs about 40 us to filter and 50 us to
+score (bench/micro_spread.py).
+
+Not here yet: PreFilter's AddPod/RemovePod extensions for preemption's
+dry runs (the framework has no such point yet); the state is read-only, so
+clones share it.
 
 Must never mutate the node table or the count columns it reads.
 """
