@@ -33,7 +33,8 @@ FILES = sorted(CONFIG.glob("*.y*ml"))
 
 
 def test_the_ready_made_files_are_there() -> None:
-    assert {f.name for f in FILES} >= {"default.yaml", "binpack.yaml", "two-profiles.yaml", "gang.yaml"}
+    assert {f.name for f in FILES} >= {"default.yaml", "binpack.yaml", "two-profiles.yaml", "gang.yaml",
+                                       "spread.yaml"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(f, id=f.name) for f in FILES])
@@ -57,7 +58,7 @@ def test_default_file_is_the_builtin_default_written_out() -> None:
 def test_default_file_scores_with_upstream_default_weights() -> None:
     cfg = _load("default.yaml")
     assert cfg.profiles[0].weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
-                                       "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
+                                       "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
                                        "ImageLocality": 1}
     assert _strategy(cfg, "tandem-scheduler") == "LeastAllocated"
 
@@ -110,3 +111,70 @@ def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_
     args = g.plugin_args["Coscheduling"]
     assert (args.permit_waiting_time_seconds, args.pod_group_backoff_seconds) == (60, 0)   # upstream's defaults
     assert (gang.client_qps, gang.client_burst) == (_load("default.yaml").client_qps, _load("default.yaml").client_burst)
+
+
+def test_spread_file_spreads_every_workload_hard_over_zones_and_nodes_and_packs_within() -> None:
+    cfg, default = _load("spread.yaml"), load_config(None)
+    (p,) = cfg.profiles
+    assert p.scheduler_name == "tandem-scheduler"
+    assert _strategy(cfg, "tandem-scheduler") == "MostAllocated"
+    assert "NodeResourcesBalancedAllocation" not in p.plugins["score"]
+    assert p.weights["NodeResourcesFit"] > max(w for n, w in p.weights.items() if n != "NodeResourcesFit")
+    assert p.plugins["filter"] == default.profiles[0].plugins["filter"]   # every default filter, PodTopologySpread too
+    args = p.plugin_args["PodTopologySpread"]
+    assert args.defaulting_type == "List"
+    assert [(c.topology_key, c.max_skew, c.when_unsatisfiable, c.node_taints_policy)
+            for c in args.default_constraints] == [
+        ("topology.kubernetes.io/zone", 1, "DoNotSchedule", "Honor"),
+        ("kubernetes.io/hostname", 1, "DoNotSchedule", "Honor")]
+
+
+def test_spread_file_puts_the_next_replica_on_the_fullest_node_without_one_past_a_cordoned_zone() -> None:
+    """What its comments promise, on a cluster: three zones hold a replica each, on a1, b1 and c1, so the fourth
+    may go to any zone but only to a node without one (a2, c2), and packing picks c2, the fuller. The cordoned
+    zone-d (tainted, no replica) drops out of the count; counted, it would hold the minimum at 0 and leave no
+    zone for the replica (nodeTaintsPolicy: Honor)."""
+    from dataclasses import dataclass
+
+    from scheduler.cache import Cache
+    from scheduler.framework import CycleState, Handle
+    from scheduler.framework.runtime import Framework
+    from scheduler.model import parse_node, parse_pod
+
+    @dataclass
+    class Selectors:   # handle.spread_selectors: the Service selecting app=web
+        version: int = 1
+
+        def default_selector(self, namespace: str, labels: dict[str, str], owners: object) -> object:
+            return ({"app": "web"}, []) if labels.get("app") == "web" else None
+
+    def node(name: str, zone: str, taints: list[dict[str, str]] | None = None) -> object:
+        return parse_node({"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                                                  "topology.kubernetes.io/zone": zone}},
+                           "spec": {"taints": taints or []},
+                           "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+
+    def pod(name: str, node_name: str = "", app: str = "web", cpu: str = "500m") -> object:
+        requests = {"cpu": cpu, "memory": "1Gi"}
+        spec = {"containers": [{"name": "c", "image": "i", "resources": {"requests": requests}}]}
+        if node_name:
+            spec["nodeName"] = node_name
+        return parse_pod({"metadata": {"name": name, "namespace": "default", "uid": name, "labels": {"app": app}},
+                          "spec": spec})
+
+    cache = Cache()
+    cordoned = [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+    for name, zone, taints in (("a1", "zone-a", None), ("a2", "zone-a", None), ("b1", "zone-b", None),
+                               ("c1", "zone-c", None), ("c2", "zone-c", None), ("d1", "zone-d", cordoned)):
+        cache.add_node(node(name, zone, taints))
+    for p in (pod("web-1", "a1"), pod("web-2", "b1"), pod("web-3", "c1"), pod("batch", "c2", app="batch", cpu="2")):
+        cache.add_pod(p)
+    handle = Handle(cache)
+    handle.spread_selectors = Selectors()  # type: ignore[attr-defined]
+    fw = Framework(_load("spread.yaml").profiles[0], handle)
+    incoming, state = pod("web-4"), CycleState()
+    rows, st, diag = fw.run_pre_filter(state, incoming)
+    feasible, st = fw.run_filter(state, incoming, rows, diag)
+    assert cache.nodes.names_of(feasible) == ["a2", "c2"]
+    total, st = fw.run_score(state, incoming, feasible)
+    assert cache.nodes.names_of(feasible)[int(total.argmax())] == "c2"
