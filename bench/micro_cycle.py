@@ -1,13 +1,21 @@
 """Cost of tandem's scheduling cycle alone, in-process, by node count.
 
     python -m bench.micro_cycle --nodes 500 5000 15000 --pods 2000 --percentage adaptive 100
+    python -m bench.micro_cycle --nodes 5000 --existing 10000 --shape anti-affinity spread
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
-32Gi, 110 pods, three zones) and queues P pods of the default pod shape
-(100m / 500Mi), then times ``schedule_one`` for each (PreFilter through
-Permit with the default plugins; binding is a no-op fake, so no I/O is
-measured). The first 10% of cycles are dropped as warm-up. Reports mean,
-p50 and p99 per cycle for each node count and percentageOfNodesToScore.
+32Gi, 110 pods, three zones), binds E existing pods round robin over them,
+and queues P pods of a shape (``default``: 100m / 500Mi; the others add one
+scheduler_perf-style term, see SHAPES), then times ``schedule_one`` for each
+(PreFilter through Permit with the default plugins; binding is a no-op fake,
+so no I/O is measured). The first 10% of cycles are dropped as warm-up.
+Reports mean, p50 and p99 per cycle.
+
+Existing pods: for ``anti-affinity`` the first 1,000 carry the measured
+pods' labels and term (one per node, as SchedulingPodAntiAffinity's init
+pods) and the rest are plain pods in another namespace; for the other
+shapes every existing pod carries the measured pods' labels, so the counts
+are real work.
 """
 
 from __future__ import annotations
@@ -34,7 +42,37 @@ class _NoAPI:
         pass
 
 
-async def measure(nodes: int, pods: int, percentage: int | None) -> np.ndarray:
+GREEN = {"color": "green"}
+SHAPES: dict[str, dict] = {
+    "default": {},
+    "anti-affinity": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": GREEN}, "topologyKey": "kubernetes.io/hostname"}]}}},
+    "affinity": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": GREEN}, "topologyKey": "topology.kubernetes.io/zone"}]}}},
+    "preferred-affinity": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 1, "podAffinityTerm": {"labelSelector": {"matchLabels": GREEN},
+                                          "topologyKey": "topology.kubernetes.io/zone"}}]}}},
+    "spread": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                                              "whenUnsatisfiable": "DoNotSchedule",
+                                              "labelSelector": {"matchLabels": GREEN}}]},
+    "preferred-spread": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                                                        "whenUnsatisfiable": "ScheduleAnyway",
+                                                        "labelSelector": {"matchLabels": GREEN}}]},
+}
+
+
+def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labelled: bool = True) -> dict:
+    spec = {"schedulerName": "tandem-scheduler", "containers": [{
+        "name": "pause", "image": "registry.k8s.io/pause:3.10",
+        "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}], **SHAPES[shape]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": name, "namespace": namespace, "uid": name, "labels": GREEN if labelled else {}},
+            "spec": spec}
+
+
+async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "default",
+                  existing: int = 0) -> np.ndarray:
     doc: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                  "profiles": [{"schedulerName": "tandem-scheduler"}]}
     if percentage is not None:
@@ -44,11 +82,13 @@ async def measure(nodes: int, pods: int, percentage: int | None) -> np.ndarray:
         s.on_node_add({"metadata": {"name": f"node-{i}", "labels": {
             "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}})
+    for i in range(existing):
+        if shape == "anti-affinity" and i >= 1000:   # plain pods elsewhere, as the workload's filler
+            s.on_pod_add(_pod(f"e{i}", "default", f"node-{i % nodes}", "plain", labelled=False))
+        else:
+            s.on_pod_add(_pod(f"e{i}", shape, f"node-{i % nodes}"))
     for i in range(pods):
-        s.on_pod_add({"metadata": {"name": f"p{i}", "namespace": "bench", "uid": f"u{i}"},
-                      "spec": {"schedulerName": "tandem-scheduler", "containers": [{
-                          "name": "pause", "image": "registry.k8s.io/pause:3.10",
-                          "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}})
+        s.on_pod_add(_pod(f"p{i}", shape))
     durations = []
     for _ in range(pods):
         qi = await s.queue.pop()
@@ -64,12 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pods", type=int, default=2000)
     p.add_argument("--percentage", nargs="+", default=["adaptive", "100"],
                    help="percentageOfNodesToScore values: 'adaptive' (unset) or 1..100")
+    p.add_argument("--shape", nargs="+", default=["default"], choices=sorted(SHAPES),
+                   help="the measured pods' shape (default: scheduler_perf's pod-default)")
+    p.add_argument("--existing", type=int, default=0, help="pods bound before the measured ones")
     args = p.parse_args(argv)
-    print(f"{'nodes':>6}  {'percentageOfNodesToScore':<24} {'mean':>7} {'p50':>7} {'p99':>7}  (us per cycle)")
+    print(f"{'nodes':>6}  {'existing':>8}  {'shape':<18} {'percentageOfNodesToScore':<24} {'mean':>7} {'p50':>7} "
+          f"{'p99':>7}  (us per cycle)")
     for n in args.nodes:
-        for pct in args.percentage:
-            d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct)))
-            print(f"{n:>6}  {pct:<24} {d.mean():7.0f} {np.percentile(d, 50):7.0f} {np.percentile(d, 99):7.0f}")
+        for shape in args.shape:
+            for pct in args.percentage:
+                d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct), shape, args.existing))
+                print(f"{n:>6}  {args.existing:>8}  {shape:<18} {pct:<24} {d.mean():7.0f} {np.percentile(d, 50):7.0f} "
+                      f"{np.percentile(d, 99):7.0f}")
     return 0
 
 
