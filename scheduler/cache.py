@@ -362,7 +362,7 @@ class Cache:
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
         # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
-        self.counts = PodCounts(self.nodes, self.pods)
+        self.counts = PodCounts(self.nodes)
 
     # ------------------------------------------------------------------ nodes
 

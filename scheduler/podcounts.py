@@ -11,7 +11,7 @@ walking every pod on every node in PreFilter. tandem keeps the answer:
   constraint's selector in the pod's namespace), :meth:`PodCounts.column`
   returns an int32 column over the node table's rows: the number of placed
   pods on that node matching every part. The first request walks the placed
-  pods once; after that every pod that is assumed, bound, forgotten or
+  pods of the namespaces the selection can count, once; after that every pod that is assumed, bound, forgotten or
   deleted is evaluated against the registered selections (not against other
   pods) and its row's count moves by one. Columns no cycle asked for lately
   are dropped (least recently used) when there are too many.
@@ -38,7 +38,7 @@ cycles; nothing here may await. The cache calls :meth:`PodCounts.place` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 
@@ -46,7 +46,7 @@ from scheduler.framework.topology import PREFERRED, REQUIRED_AFFINITY, REQUIRED_
 from scheduler.model import AffinityTerm, Pod, PodSelection
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeTable, PodState
+    from scheduler.cache import NodeTable
 
 # how many selection columns to keep; past this the least recently used half goes
 MAX_COLUMNS = 1024
@@ -80,15 +80,16 @@ class HeldTerm:
 class PodCounts:
     """The incremental counts; owned by :class:`scheduler.cache.Cache` (``cache.counts``)."""
 
-    def __init__(self, nodes: "NodeTable", pods: "dict[str, PodState]") -> None:
+    def __init__(self, nodes: "NodeTable") -> None:
         self._nodes = nodes
-        self._pods = pods                                  # the cache's uid -> PodState (placed pods)
         self.cap = nodes.cap
         self.namespaces: dict[str, dict[str, str]] = {}    # namespace -> labels (the Namespace informer's)
         self._columns: dict[tuple[Selections, bool], _Column] = {}
         # columns by the namespaces they can count: a pod event looks at those of its namespace only
         self._by_ns: dict[str, list[_Column]] = {}
         self._any_ns: list[_Column] = []                   # columns selecting namespaces by label
+        # namespace -> uid -> (pod, row) of the placed pods: a new column walks only the namespaces it can count
+        self._placed_in: dict[str, dict[str, tuple[Pod, int]]] = {}
         self._stamp = 0
         self.held: dict[tuple[str, PodSelection, str], HeldTerm] = {}
         # (kind, selection, key) -> HeldTerm, by kind, for the cycle's loop over distinct held terms
@@ -158,6 +159,15 @@ class PodCounts:
 
     def _count(self, pod: Pod, row: int, sign: int) -> None:
         self._sync_capacity()
+        in_ns = self._placed_in.get(pod.namespace)
+        if sign > 0:
+            if in_ns is None:
+                in_ns = self._placed_in[pod.namespace] = {}
+            in_ns[pod.uid] = (pod, row)
+        elif in_ns is not None:
+            in_ns.pop(pod.uid, None)
+            if not in_ns:
+                del self._placed_in[pod.namespace]
         ns_labels = self.namespaces.get(pod.namespace, _NO_LABELS)
         for col in self._by_ns.get(pod.namespace, ()):
             if col.counts_pod(pod, ns_labels):
@@ -207,20 +217,28 @@ class PodCounts:
         return col
 
     def _fill(self, col: _Column) -> None:
-        """Count the placed pods into a new or rebuilt column: the one walk over pods, once per selection."""
+        """Count the placed pods into a new or rebuilt column: one walk over the placed pods of the namespaces
+        it can count (all of them for a column that selects namespaces by label), once per selection."""
         counts = col.counts
         counts[:] = 0
-        rows = self._nodes.index
-        for st in self._placed():
-            row = rows.get(st.node)
-            if row is not None and col.counts_pod(st.pod, self.namespaces.get(st.pod.namespace, _NO_LABELS)):
-                counts[row] += 1
+        parts = col.parts
+        if not parts:
+            return
+        if any(p.by_namespace_labels for p in parts):
+            spaces = list(self._placed_in)
+        else:
+            spaces = frozenset.intersection(*(p.namespaces for p in parts))
+        for ns in spaces:
+            placed = self._placed_in.get(ns)
+            if not placed:
+                continue
+            ns_labels = self.namespaces.get(ns, _NO_LABELS)
+            for pod, row in placed.values():
+                if col.counts_pod(pod, ns_labels):
+                    counts[row] += 1
 
     def _rebuild(self, col: _Column) -> None:
         self._fill(col)
-
-    def _placed(self) -> Iterator["PodState"]:
-        return iter(self._pods.values())
 
     def _evict(self) -> None:
         """Drop the least recently used half of the columns (pending pods' shapes come and go)."""
