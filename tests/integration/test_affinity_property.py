@@ -29,20 +29,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import tempfile
-import time
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.simcluster import SimCluster
-from bench.simcluster.agent import AgentConfig
-from scheduler.app import App
-from scheduler.config import parse_config
 from tests.integration.test_scheduler_property import (
-    CONFIG, NODES, NS, PODS, SCHED, allocatable_of, fits, placement_problems, requests_of,
+    NODES, NS, PODS, SCHED, allocatable_of, fits, placement_problems, requests_of,
 )
+from tests.integration.test_scheduler_property import scenario as base_scenario
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -261,32 +257,9 @@ class View:
 
 
 async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        kc = f"{tmp}/kubeconfig"
-        async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.02, tick=0.01), kubeconfig=kc) as cluster:
-            for n in node_objs:
-                cluster.store.create(NODES, "", n)
-            async with App(parse_config(CONFIG, "<property>"), kubeconfig=kc):
-                for p in pod_objs:
-                    cluster.store.create(PODS, NS, p)
-                deadline = time.monotonic() + 15
-                while not View(cluster).settled():
-                    if time.monotonic() > deadline:
-                        v = View(cluster)
-                        stuck = {n: v.fitting_nodes(n) for n in v.pending()}
-                        raise AssertionError(f"never settled; pending pods and the nodes they fit: {stuck}")
-                    await asyncio.sleep(0.02)
-                await asyncio.sleep(0.1)  # anything still in flight would land now
-                view = View(cluster)
-
-    for name, room in view.room.items():
-        assert all(v >= 0 for v in room.values()), f"{name} is over-committed: {room}"
-    for name, node in view.on.items():
-        problems = placement_problems(view.pods[name], view.nodes[node])
-        assert not problems, f"{name} was bound to {node} despite {problems}"
+    # resources, node rules and "nothing that fits waits", with this file's View judging fit; then the pod rules
+    view = await base_scenario(node_objs, pod_objs, View, settle_timeout=15)
     assert not view.bound_problems(), view.bound_problems()
-    for name in view.pending():
-        assert not view.fitting_nodes(name), f"{name} is pending but fits {view.fitting_nodes(name)}"
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

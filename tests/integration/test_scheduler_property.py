@@ -233,7 +233,11 @@ class View:
 # ---------------------------------------------------------------------------- the property
 
 
-async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]]) -> None:
+async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any]], view_of: Any = None,
+                   settle_timeout: float = 10.0) -> Any:
+    """Run the pods on the nodes until settled, check the final state, and return it (a ``view_of(cluster)``,
+    by default :class:`View`; another view with the same methods adds its own rules of fit)."""
+    view_of = view_of or View
     with tempfile.TemporaryDirectory() as tmp:
         kc = f"{tmp}/kubeconfig"
         agent = AgentConfig(ready_delay=0.02, tick=0.01)
@@ -243,15 +247,15 @@ async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any
             async with App(parse_config(CONFIG, "<property>"), kubeconfig=kc):
                 for p in pod_objs:
                     cluster.store.create(PODS, NS, p)
-                deadline = time.monotonic() + 10
-                while not View(cluster).settled():
+                deadline = time.monotonic() + settle_timeout
+                while not view_of(cluster).settled():
                     if time.monotonic() > deadline:
-                        v = View(cluster)
+                        v = view_of(cluster)
                         stuck = {n: v.fitting_nodes(n) for n in v.pending()}
                         raise AssertionError(f"never settled; pending pods and the nodes they fit: {stuck}")
                     await asyncio.sleep(0.02)
                 await asyncio.sleep(0.1)  # anything still in flight would land now
-                view = View(cluster)
+                view = view_of(cluster)
 
     for name, room in view.room.items():
         assert all(v >= 0 for v in room.values()), f"{name} is over-committed: {room}"
@@ -263,6 +267,7 @@ async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any
         else:
             assert not view.fitting_nodes(name), f"{name} is pending but fits {view.fitting_nodes(name)}"
     assert view.settled()
+    return view
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
