@@ -134,12 +134,6 @@ class _Preferred:
     terms: tuple[tuple[SelectorTerm, int], ...]
 
 
-def pod_node_affinity(pod: Pod) -> dict[str, Any]:
-    aff = pod.affinity if isinstance(pod.affinity, dict) else {}
-    na = aff.get("nodeAffinity")
-    return na if isinstance(na, dict) else {}
-
-
 def preferred_of(pod: Pod) -> _Preferred | None:
     raw = pod_node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution")
     if raw is None:
