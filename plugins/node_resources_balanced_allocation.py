@@ -25,7 +25,6 @@ Must never mutate the node table.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 

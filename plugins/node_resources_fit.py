@@ -52,7 +52,6 @@ immutable and shared on clone.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
