@@ -36,6 +36,7 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 INT64_MAX = 2**63 - 1
+INT32_MAX = 2**31 - 1      # maxSkew, minDomains and weights are int32 in the API
 
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"   # scheduler-plugins' PodGroup CRD
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -714,8 +715,8 @@ def _pod_affinity(aff: Any, namespace: str, labels: dict[str, str], probs: _Prob
         for i, wt in enumerate(_l(block.get("preferredDuringSchedulingIgnoredDuringExecution"))):
             wt = _d(wt)
             w = wt.get("weight")
-            if not isinstance(w, int) or isinstance(w, bool):
-                probs.add(f"{p}[{i}].weight", "must be an integer")
+            if not isinstance(w, int) or isinstance(w, bool) or not 1 <= w <= 100:
+                probs.add(f"{p}[{i}].weight", f"Invalid value: {w!r}: must be in the range 1-100")
                 continue
             out["preferred" + field_].append(
                 _affinity_term(wt.get("podAffinityTerm"), f"{p}[{i}].podAffinityTerm", namespace, labels, probs, w))
@@ -731,8 +732,8 @@ def _spread_constraints(raw: Any, labels: dict[str, str], probs: _Problems) -> t
         c = _d(c)
         p = f"spec.topologySpreadConstraints[{i}]"
         skew = c.get("maxSkew")
-        if not isinstance(skew, int) or isinstance(skew, bool) or skew <= 0:
-            probs.add(f"{p}.maxSkew", f"Invalid value: {skew!r}: must be greater than zero")
+        if not isinstance(skew, int) or isinstance(skew, bool) or not 0 < skew <= INT32_MAX:
+            probs.add(f"{p}.maxSkew", f"Invalid value: {skew!r}: must be greater than zero (and fit int32)")
             continue
         key = c.get("topologyKey")
         if not isinstance(key, str) or not key:
@@ -746,8 +747,8 @@ def _spread_constraints(raw: Any, labels: dict[str, str], probs: _Problems) -> t
         min_domains = c.get("minDomains")
         if min_domains is None:
             min_domains = 1
-        elif not isinstance(min_domains, int) or isinstance(min_domains, bool) or min_domains <= 0:
-            probs.add(f"{p}.minDomains", f"Invalid value: {min_domains!r}: must be greater than zero")
+        elif not isinstance(min_domains, int) or isinstance(min_domains, bool) or not 0 < min_domains <= INT32_MAX:
+            probs.add(f"{p}.minDomains", f"Invalid value: {min_domains!r}: must be greater than zero (and fit int32)")
             continue
         policies = []
         for name in ("nodeAffinityPolicy", "nodeTaintsPolicy"):
@@ -781,7 +782,10 @@ def _memo(kind: str, raw: Any, namespace: str, labels: dict[str, str], probs: _P
     repeat the same terms, and building their selectors is most of the cost of parsing such a pod. The key
     is the JSON, the namespace (the default for affinity terms) and, when matchLabelKeys or
     mismatchLabelKeys make the result depend on them, the pod's labels."""
-    text = orjson.dumps(raw)
+    try:
+        text = orjson.dumps(raw)
+    except TypeError:     # what JSON cannot hold (an integer beyond 64 bits) is keyed by its repr
+        text = repr(raw).encode()
     key: tuple[Any, ...] = (kind, namespace, text)
     if b"abelKeys" in text:
         key += (tuple(sorted(labels.items())),)

@@ -579,3 +579,18 @@ def test_parsed_terms_are_shared_between_pods_of_one_template_but_not_across_nam
     c = _pod_with(_anti(term), namespace="other")
     assert a.pod_affinity is b.pod_affinity
     assert c.pod_affinity.required_anti[0].selection.namespaces == frozenset({"other"})
+
+
+@pytest.mark.parametrize("spec, field", [
+    pytest.param({"topologySpreadConstraints": [{"maxSkew": 2**40, "topologyKey": "z",
+                                                 "whenUnsatisfiable": "DoNotSchedule"}]},
+                 "spec.topologySpreadConstraints[0].maxSkew", id="a maxSkew beyond int32"),
+    pytest.param({"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 10**30, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "k"}}]}}},
+        "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight",
+        id="a preferred weight outside 1-100"),
+])
+def test_out_of_range_term_numbers_make_the_pod_invalid_and_never_reach_the_counts(spec, field):
+    pod = _pod_with(spec)
+    assert pod.invalid.startswith(field)
+    assert not pod.topology_spread and not (pod.pod_affinity and pod.pod_affinity.preferred)
