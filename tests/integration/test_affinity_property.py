@@ -35,9 +35,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.simcluster import SimCluster
-from tests.integration.test_scheduler_property import (
-    NODES, NS, PODS, SCHED, allocatable_of, fits, placement_problems, requests_of,
-)
+from tests.integration.test_scheduler_property import NS, SCHED
+from tests.integration.test_scheduler_property import View as BaseView
 from tests.integration.test_scheduler_property import scenario as base_scenario
 
 HOST = "kubernetes.io/hostname"
@@ -124,20 +123,12 @@ def required(pod: dict[str, Any], kind: str) -> list[dict[str, Any]]:
             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
 
 
-class View:
-    """The cluster as the API server holds it, and the test's own judgement of where a pod may go."""
+class View(BaseView):
+    """The base view (nodes, pods, room; pending and settled), with the pod rules added to its judgement of fit."""
 
     def __init__(self, cluster: SimCluster) -> None:
-        self.nodes = {e.key[1]: e.obj() for e in cluster.store.table(NODES).objects.values()}
-        self.pods = {e.key[1]: e.obj() for e in cluster.store.table(PODS).objects.values() if e.key[0] == NS}
-        self.room = {n: allocatable_of(o) for n, o in self.nodes.items()}
-        self.on: dict[str, str] = {}
-        for name, p in self.pods.items():
-            node = p["spec"].get("nodeName")
-            if node:
-                self.on[name] = node
-                for k, v in requests_of(p).items():
-                    self.room[node][k] -= v
+        super().__init__(cluster)
+        self.on = {name: p["spec"]["nodeName"] for name, p in self.pods.items() if p["spec"].get("nodeName")}
 
     def label(self, node: str, key: str) -> str | None:
         return (self.nodes[node]["metadata"].get("labels") or {}).get(key)
@@ -199,22 +190,8 @@ class View:
                 problems.append(f"skew on {key}")
         return problems
 
-    def pending(self) -> list[str]:
-        return [n for n in self.pods if n not in self.on]
-
     def fitting_nodes(self, name: str) -> list[str]:
-        pod = self.pods[name]
-        want = requests_of(pod)
-        return [n for n, node in self.nodes.items() if fits(want, self.room[n]) and not placement_problems(pod, node)
-                and not self.pod_rule_problems(name, n, self.on)]
-
-    def settled(self) -> bool:
-        for name in self.pending():
-            cond = [c for c in (self.pods[name].get("status") or {}).get("conditions") or ()
-                    if c.get("type") == "PodScheduled"]
-            if not cond or cond[0].get("status") != "False" or self.fitting_nodes(name):
-                return False
-        return True
+        return [n for n in super().fitting_nodes(name) if not self.pod_rule_problems(name, n, self.on)]
 
     def bound_problems(self) -> list[str]:
         out = []

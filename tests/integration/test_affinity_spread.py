@@ -15,7 +15,9 @@ import collections
 from typing import Any
 
 from bench.simcluster.resources import lookup
-from tests.integration.test_scheduler import NS, PODS, bound, config, make_node, make_pod, running, unschedulable
+from tests.integration.test_scheduler import (
+    NS, PODS, bound, config, eventually, make_node, make_pod, running, scheduled_condition, unschedulable,
+)
 
 NAMESPACES = lookup("", "v1", "namespaces")
 HOST = "kubernetes.io/hostname"
@@ -47,13 +49,19 @@ def per_node(placed: dict[str, str]) -> collections.Counter[str]:
     return collections.Counter(placed.values())
 
 
-async def settle_pending(env: Any, names: list[str]) -> dict[str, dict[str, Any]]:
-    """Wait for each named pod to be reported unschedulable; their conditions by name."""
-    return {n: await unschedulable(env, n) for n in names}
-
-
 def bound_now(env: Any, names: list[str]) -> dict[str, str]:
     return {n: env.node_of(n) for n in names if env.node_of(n)}
+
+
+async def env_settled(env: Any, names: list[str], bound_count: int, timeout: float = 15.0) -> None:
+    """Until ``bound_count`` of ``names`` are bound and every other one carries PodScheduled=False."""
+    def done() -> bool:
+        placed = [n for n in names if env.node_of(n)]
+        waiting = [n for n in names if not env.node_of(n)
+                   and scheduled_condition(env.pod(n)).get("status") == "False"]
+        return len(placed) == bound_count and len(placed) + len(waiting) == len(names)
+
+    await eventually(done, timeout, f"{bound_count} of {len(names)} pods bound and the rest reported")
 
 
 # ---------------------------------------------------------------------------- InterPodAffinity
@@ -71,19 +79,6 @@ async def test_hostname_anti_affinity_puts_one_replica_per_node_and_the_rest_wai
         for n in set(names) - set(placed):
             c = await unschedulable(env, n)
             assert c["message"] == "0/5 nodes are available: 5 node(s) didn't match pod anti-affinity rules."
-
-
-async def env_settled(env: Any, names: list[str], bound_count: int, timeout: float = 15.0) -> None:
-    """Until ``bound_count`` of ``names`` are bound and every other one carries PodScheduled=False."""
-    from tests.integration.test_scheduler import eventually, scheduled_condition
-
-    def done() -> bool:
-        placed = [n for n in names if env.node_of(n)]
-        waiting = [n for n in names if not env.node_of(n)
-                   and scheduled_condition(env.pod(n)).get("status") == "False"]
-        return len(placed) == bound_count and len(placed) + len(waiting) == len(names)
-
-    await eventually(done, timeout, f"{bound_count} of {len(names)} pods bound and the rest reported")
 
 
 async def test_zone_anti_affinity_allows_one_replica_per_zone(tmp_path):
