@@ -12,7 +12,6 @@ templates are checked against the API server whatever the scheduler has.
 
 from __future__ import annotations
 
-import re
 import textwrap
 import time
 from pathlib import Path
@@ -24,12 +23,10 @@ from bench.record import Recorder
 from bench.runner import RunError, run_workload
 from bench.simcluster import SimCluster
 from bench.simcluster import errors as sim_errors
-from bench.simcluster.resources import by_kind
 from bench.target import Target, TargetError, open_target, start_scheduler
-from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreateAny, CreatePodGroups, CreatePods, DeletePods,
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
 from scheduler.apiclient import from_kubeconfig
-from scheduler.framework.registry import load_builtin_plugins
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
@@ -47,35 +44,6 @@ def expected_measured(workload) -> int:
     return n
 
 
-def pod_templates(workload) -> list[dict]:
-    return [op.template if isinstance(op, CreatePods) else op.pod_template
-            for op in workload.ops if isinstance(op, (CreatePods, CreatePodGroups))]
-
-
-def unsupported(workload) -> str | None:
-    """Why tandem cannot run ``workload`` as meant yet, or None: a plugin or a simulated resource it lacks."""
-    plugins = load_builtin_plugins()
-    needed: dict[str, str] = {}
-    reasons: list[str] = []
-    for tmpl in pod_templates(workload):
-        affinity = tmpl["spec"].get("affinity") or {}
-        if affinity.get("podAffinity") or affinity.get("podAntiAffinity"):
-            needed["InterPodAffinity"] = "pod (anti-)affinity"
-        if tmpl["spec"].get("topologySpreadConstraints"):
-            needed["PodTopologySpread"] = "topologySpreadConstraints"
-    for op in workload.ops:
-        if isinstance(op, CreateAny):
-            kind = op.template["kind"]
-            if by_kind(kind) is None:
-                reasons.append(f"the simulated cluster does not serve {kind} yet ({op.label})")
-            if kind == "Service":
-                needed["PodTopologySpread"] = "the system default constraints a Service brings"
-    missing = [f"{name} (for {why})" for name, why in needed.items() if name not in plugins]
-    if missing:
-        reasons.append(f"tandem has no plugin {', '.join(missing)} registered yet")
-    return "; ".join(reasons) or None
-
-
 def test_every_test_case_has_a_smoke_workload():
     assert len(SMOKE) == 17 and len(AFFINITY_SMOKE) == 7
 
@@ -83,9 +51,6 @@ def test_every_test_case_has_a_smoke_workload():
 @pytest.mark.parametrize("name", SMOKE)
 async def test_smoke_workload_finishes_with_every_measured_pod_created_and_bound(name, tmp_path):
     workload = find_workload(WORKLOADS, name)
-    reason = unsupported(workload)
-    if reason:
-        pytest.skip(reason)
     recorder = Recorder()
     seen: dict[str, tuple[int, int]] = {}
     async with open_target(None, tmp_path) as target:
@@ -190,13 +155,7 @@ async def test_affinity_smoke_workloads_run_against_the_api_server_with_the_base
     cluster, target = sim
     workload = find_workload(WORKLOADS, name)
     recorder = Recorder()
-    missing = [op for op in workload.ops if isinstance(op, CreateAny) and by_kind(op.template["kind"]) is None]
     async with BaselineBinder(target.client):
-        if missing:  # Services are coming to the simulated cluster; until then the op must say what is missing
-            op = missing[0]
-            with pytest.raises(RunError, match=rf"{re.escape(op.label)}: .*does not serve kind {op.template['kind']}"):
-                await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30)
-            return
         await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30)
     measured = recorder.measured()
     assert len(measured) == expected_measured(workload) and all(p.node for p in measured)
