@@ -185,6 +185,22 @@ class PreFilterPlugin(Plugin, Protocol):
 
 
 @runtime_checkable
+class PreFilterExtensions(Plugin, Protocol):
+    """upstream's PreFilterExtensions (AddPod/RemovePod): preemption's dry runs and nominated pods.
+
+    Update this plugin's PreFilter state in ``state`` as if ``pod_to_add`` were placed on node row
+    ``row`` (or ``pod_to_remove`` taken off it); the cache itself (node table, ``handle.counts``) is
+    not changed for it. Called only when the plugin's PreFilter ran for ``pod`` and did not Skip.
+    Copy-on-write: ``state`` may be a clone that shares entries with other clones, so write a new
+    entry (``state.write``) and never mutate arrays read from the old one.
+    """
+
+    def add_pod(self, state: "CycleState", pod: "Pod", pod_to_add: "Pod", row: int) -> Status: ...
+
+    def remove_pod(self, state: "CycleState", pod: "Pod", pod_to_remove: "Pod", row: int) -> Status: ...
+
+
+@runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: "CycleState", pod: "Pod", nodes: "NodeTable", rows: np.ndarray) -> FilterResult: ...
 
@@ -281,6 +297,7 @@ POINTS: dict[str, type] = {
     "QueueSort": QueueSortPlugin,
     "EnqueueExtensions": EnqueueExtensions,
     "PreFilter": PreFilterPlugin,
+    "PreFilterExtensions": PreFilterExtensions,   # AddPod/RemovePod; only with PreFilter
     "Filter": FilterPlugin,
     "PostFilter": PostFilterPlugin,
     "PreScore": PreScorePlugin,
@@ -356,6 +373,8 @@ def check_extension_points(cls: type) -> frozenset[str]:
                         f"(known: {', '.join(POINTS)})")
     if "NormalizeScore" in declared and "Score" not in declared:
         raise TypeError(f"plugin {name}: declares NormalizeScore without Score")
+    if "PreFilterExtensions" in declared and "PreFilter" not in declared:
+        raise TypeError(f"plugin {name}: declares PreFilterExtensions without PreFilter")
     for point in sorted(declared):
         for method in POINT_METHODS[point]:
             fn = getattr(cls, method, None)
