@@ -135,6 +135,9 @@ class App:
             Informer(self.client, "/api/v1/namespaces", name="namespaces", clock=clock,
                      on_add=sched.on_namespace_add, on_update=sched.on_namespace_update,
                      on_delete=sched.on_namespace_delete),
+            # preemption prefers victims whose eviction violates no PodDisruptionBudget
+            Informer(self.client, "/apis/policy/v1/poddisruptionbudgets", name="poddisruptionbudgets", clock=clock,
+                     on_add=sched.on_pdb_add, on_update=sched.on_pdb_update, on_delete=sched.on_pdb_delete),
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)

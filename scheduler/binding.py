@@ -54,7 +54,10 @@ class Binding:
     pods: dict[str, Pod]
     scheduled: int
     _conditions: dict[str, tuple[str, str]]
+    _nominations: dict[str, str]
     _condition_writers: set[str]
+    cache: Any
+    preemption: Any
 
     # ------------------------------------------------------------------ the binding cycle
 
@@ -88,8 +91,9 @@ class Binding:
     # ------------------------------------------------------------------ failures
 
     def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
-              done: bool = False) -> None:
-        """Requeue and report a failed attempt. ``done``: it failed past Permit, the queue no longer holds it."""
+              done: bool = False, nominated: str | None = None) -> None:
+        """Requeue and report a failed attempt. ``done``: it failed past Permit, the queue no longer holds it.
+        ``nominated``: the node PostFilter nominated it to ("" clears its nomination; None leaves it)."""
         pod = qi.pod
         unschedulable = st.is_rejected() or reason == "Unschedulable"
         if reason == "SchedulerError" and self._pod_problem(pod):
@@ -106,6 +110,13 @@ class Binding:
                 self.queue.requeue_after_done(qi)
         else:
             self.queue.requeue_failed(qi, unschedulable)
+            if self.preemption.is_preempting(pod.uid):
+                self.queue.gate(pod.uid, "DefaultPreemption")   # held until its victims' evictions end
+        if nominated is not None:
+            if not nominated:
+                self.cache.nominations.clear(pod.uid)
+            if nominated != latest.nominated_node_name or self._nominations.get(pod.uid, nominated) != nominated:
+                self._nominations[pod.uid] = nominated
         if self.events is not None:
             self.events.record(pod, "Warning", "FailedScheduling", "Scheduling", message, fw.name)
         if self.metrics is not None:
@@ -123,28 +134,58 @@ class Binding:
         want = (reason, message)
         last = self._conditions.get(pod.uid)
         if last == want or (last is None and not _condition_changed(latest, reason, message)):
+            if pod.uid in self._nominations:
+                self._start_status_writer(pod)
             return
         self._conditions[pod.uid] = want
+        self._start_status_writer(pod)
+
+    def _set_nomination(self, pod: Pod, node: str) -> None:
+        """Write status.nominatedNodeName ("" clears it), in order with the pod's PodScheduled writes."""
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name:
+            return
+        if node == latest.nominated_node_name and pod.uid not in self._nominations:
+            return
+        self._nominations[pod.uid] = node
+        self._start_status_writer(pod)
+
+    def _start_status_writer(self, pod: Pod) -> None:
         if pod.uid not in self._condition_writers:
             self._condition_writers.add(pod.uid)
             self._spawn(self._write_condition(pod), f"status of {pod.key}")
 
     async def _write_condition(self, pod: Pod) -> None:
+        """The one writer of a pod's PodScheduled=False and status.nominatedNodeName: the newest wanted, in order."""
         uid = pod.uid
-        written: tuple[str, str] | None = None
+        written: tuple[tuple[str, str] | None, str | None] = (None, None)
         try:
-            while (want := self._conditions.get(uid)) is not None and want != written:
-                patch = {"status": {"conditions": [{
-                    "type": "PodScheduled", "status": "False", "reason": want[0], "message": want[1],
-                    "lastProbeTime": None, "lastTransitionTime": _rfc3339(self.clock.wall())}]}}
+            while True:
+                want = (self._conditions.get(uid), self._nominations.get(uid))
+                if want == written or want == (None, None):
+                    break
+                status: dict[str, Any] = {}
+                if want[0] is not None and want[0] != written[0]:
+                    status["conditions"] = [{
+                        "type": "PodScheduled", "status": "False", "reason": want[0][0], "message": want[0][1],
+                        "lastProbeTime": None, "lastTransitionTime": _rfc3339(self.clock.wall())}]
+                if want[1] is not None and want[1] != written[1]:
+                    status["nominatedNodeName"] = want[1] or None
+                if not status:
+                    written = want
+                    continue
                 try:
-                    await self.client.patch_pod_status(pod.namespace, pod.name, patch)
+                    await self.client.patch_pod_status(pod.namespace, pod.name, {"status": status})
                 except Exception as exc:  # noqa: BLE001 - gone, or failing after the client's retries
-                    log.warning("cannot set PodScheduled on %s: %s", pod.key, exc)
-                    if self._conditions.get(uid) == want:
-                        del self._conditions[uid]  # unknown state: the next failure compares with the API's copy
+                    log.warning("cannot write the status of %s: %s", pod.key, exc)
+                    if self._conditions.get(uid) == want[0]:
+                        self._conditions.pop(uid, None)  # unknown state: the next failure compares with the API's copy
+                    if self._nominations.get(uid) == want[1]:
+                        self._nominations.pop(uid, None)
                     return
                 written = want
+            if self._nominations.get(uid) == written[1]:
+                self._nominations.pop(uid, None)   # written: the informer's copy carries it from now on
         finally:
             self._condition_writers.discard(uid)
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -269,6 +269,10 @@ class NodeTable:
         self.requested[row, R_PODS] += sign
         self.nonzero[row, 0] += sign * pod.nonzero_cpu
         self.nonzero[row, 1] += sign * pod.nonzero_memory
+        if pod.host_ports:
+            self.charge_ports(row, pod, sign)
+
+    def charge_ports(self, row: int, pod: Pod, sign: int) -> None:
         for hp in pod.host_ports:
             col = self._ports.get((hp.protocol, hp.port))
             if col is None:
@@ -278,6 +282,209 @@ class NodeTable:
             if col is None:
                 col = self._ip_ports[(hp.ip, hp.protocol, hp.port)] = np.zeros(self.cap, dtype=np.int32)
             col[row] += sign
+
+
+class PodTable:
+    """Every placed pod (bound or assumed) as one row of numpy columns, for preemption's vectorized dry run.
+
+    ``row`` (node row, -1 = free slot), ``prio`` (the pod's own priority), ``start`` (status.startTime,
+    +inf while unknown: upstream's GetPodStartTime takes "now" for a pod not started), ``req`` (int64[cap, R]
+    requests in the node table's resource columns, the pods column 1), ``gang`` (id of the pod's PodGroup key
+    in ``gang_keys``, -1 = none) and ``deleting``. ``uids[slot]`` maps back. Kept by :class:`Cache` in step
+    with the node table; a victim search masks these columns instead of walking pods.
+    """
+
+    def __init__(self, nodes: NodeTable, capacity: int = 4096) -> None:
+        self.nodes = nodes
+        self.cap = capacity
+        self.n = 0
+        self.free: list[int] = []
+        self.slot: dict[str, int] = {}
+        self.uids: list[str | None] = []
+        self.row = np.full(capacity, -1, dtype=np.int64)
+        self.prio = np.zeros(capacity, dtype=np.int64)
+        self.start = np.full(capacity, np.inf)
+        self.req = np.zeros((capacity, len(nodes.resources)), dtype=np.int64)
+        self.gang = np.full(capacity, -1, dtype=np.int64)
+        self.deleting = np.zeros(capacity, dtype=bool)
+        self.gang_keys: list[str] = []
+        self.gang_ids: dict[str, int] = {}
+
+    def _grow(self) -> None:
+        new = self.cap * 2
+
+        def grow(a: np.ndarray, fill: Any) -> np.ndarray:
+            b = np.full((new,) + a.shape[1:], fill, dtype=a.dtype)
+            b[: self.cap] = a
+            return b
+
+        self.row = grow(self.row, -1)
+        self.prio = grow(self.prio, 0)
+        self.start = grow(self.start, np.inf)
+        self.req = grow(self.req, 0)
+        self.gang = grow(self.gang, -1)
+        self.deleting = grow(self.deleting, False)
+        self.cap = new
+
+    def columns(self) -> np.ndarray:
+        """``req`` widened to the node table's current resources (a new extended resource adds a column)."""
+        width = len(self.nodes.resources)
+        if self.req.shape[1] < width:
+            self.req = np.hstack([self.req, np.zeros((self.cap, width - self.req.shape[1]), dtype=np.int64)])
+        return self.req
+
+    def gang_id(self, key: str) -> int:
+        gid = self.gang_ids.get(key)
+        if gid is None:
+            gid = self.gang_ids[key] = len(self.gang_keys)
+            self.gang_keys.append(key)
+        return gid
+
+    def add(self, pod: Pod, row: int) -> None:
+        if self.free:
+            i = self.free.pop()
+            self.uids[i] = pod.uid
+        else:
+            if self.n == self.cap:
+                self._grow()
+            i = self.n
+            self.n += 1
+            self.uids.append(pod.uid)
+        self.slot[pod.uid] = i
+        self.row[i] = row
+        self.set(i, pod)
+
+    def set(self, i: int, pod: Pod) -> None:
+        """(Re)write a slot's pod fields (an in-place update: start time, deletion, group)."""
+        req = self.columns()
+        req[i] = 0
+        index = self.nodes.resource_index
+        for r, v in pod.requests.items():
+            col = index.get(r)
+            if col is not None:
+                req[i, col] = v
+        req[i, R_PODS] = 1
+        self.prio[i] = pod.priority
+        self.start[i] = pod.start_time if pod.start_time > 0 else np.inf
+        self.gang[i] = self.gang_id(f"{pod.namespace}/{pod.pod_group}") if pod.pod_group else -1
+        self.deleting[i] = pod.deleting
+
+    def update(self, pod: Pod) -> None:
+        i = self.slot.get(pod.uid)
+        if i is not None:
+            self.set(i, pod)
+
+    def remove(self, uid: str) -> None:
+        i = self.slot.pop(uid, None)
+        if i is None:
+            return
+        self.uids[i] = None
+        self.row[i] = -1
+        self.free.append(i)
+
+
+class Nominations:
+    """Pods nominated to a node: ``status.nominatedNodeName`` of our pending pods, or set by our preemption.
+
+    Upstream's nominator. A nominated pod's requests count on its node in the Filter of every pod of
+    equal or lower priority (:meth:`plan`), so the room preemption made waits for the pod it was made for.
+    """
+
+    def __init__(self) -> None:
+        self.node_of: dict[str, str] = {}
+        self.pods: dict[str, Pod] = {}
+        self.version = 0
+        self._plans: dict[tuple[int, int, int], Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.node_of)
+
+    def get(self, uid: str) -> str:
+        return self.node_of.get(uid, "")
+
+    def set(self, pod: Pod, node: str) -> None:
+        if not node:
+            self.clear(pod.uid)
+            return
+        if self.node_of.get(pod.uid) == node and self.pods.get(pod.uid) is pod:
+            return
+        self.node_of[pod.uid] = node
+        self.pods[pod.uid] = pod
+        self._changed()
+
+    def clear(self, uid: str) -> str:
+        """Drop a nomination; returns the node it named ("" = none)."""
+        node = self.node_of.pop(uid, "")
+        if node:
+            self.pods.pop(uid, None)
+            self._changed()
+        return node
+
+    def on(self, node: str) -> list[Pod]:
+        return [self.pods[u] for u, n in self.node_of.items() if n == node]
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._plans.clear()
+
+    def plan(self, pod: Pod, nodes: NodeTable) -> "NominatedPlan | None":
+        """What the nominated pods of priority >= ``pod``'s (other than ``pod``) add to their nodes, or None."""
+        if not self.node_of:
+            return None
+        key = (self.version, pod.priority, len(nodes.resources))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._build(pod.priority, nodes)
+        if plan.empty:
+            return None
+        if pod.uid in self.node_of and self.pods[pod.uid].priority >= pod.priority:
+            return self._build(pod.priority, nodes, skip=pod.uid)   # its own nomination never counts against it
+        return plan
+
+    def _build(self, priority: int, nodes: NodeTable, skip: str = "") -> "NominatedPlan":
+        by_row: dict[int, list[Pod]] = {}
+        for uid, node in self.node_of.items():
+            p = self.pods[uid]
+            if uid == skip or p.priority < priority:
+                continue
+            row = nodes.row(node)
+            if row is None or not nodes.valid[row]:
+                continue
+            by_row.setdefault(row, []).append(p)
+        rows = np.array(sorted(by_row), dtype=np.int64)
+        delta = np.zeros((len(rows), len(nodes.resources)), dtype=np.int64)
+        index = nodes.resource_index
+        for k, row in enumerate(rows.tolist()):
+            for p in by_row[row]:
+                for r, v in p.requests.items():
+                    col = index.get(r)
+                    if col is not None:
+                        delta[k, col] += v
+                delta[k, R_PODS] += 1
+        ports = [(row, p) for row, ps in by_row.items() for p in ps if p.host_ports]
+        pods = [(row, p) for row, ps in by_row.items() for p in ps]
+        return NominatedPlan(rows, delta, ports, pods)
+
+
+@dataclass(slots=True)
+class NominatedPlan:
+    rows: np.ndarray                 # int64[k], distinct node rows holding nominated pods that count
+    delta: np.ndarray                # int64[k, R] their summed requests (pods column included)
+    ports: list[tuple[int, Pod]]     # those with host ports (charged one by one)
+    pods: list[tuple[int, Pod]]      # every one, for the PreFilter extensions (AddPod)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.rows) == 0
+
+    def apply(self, nodes: NodeTable, sign: int) -> None:
+        """Charge (1) or take back (-1) the nominated pods on the node table's resource and port columns."""
+        if self.delta.shape[1] < nodes.requested.shape[1]:
+            self.delta = np.hstack([self.delta, np.zeros((len(self.rows), nodes.requested.shape[1]
+                                                            - self.delta.shape[1]), dtype=np.int64)])
+        nodes.requested[self.rows, : self.delta.shape[1]] += sign * self.delta
+        for row, p in self.ports:
+            nodes.charge_ports(row, p, sign)
 
 
 class GangIndex:
@@ -363,6 +570,8 @@ class Cache:
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
         # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
         self.counts = PodCounts(self.nodes)
+        self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)
+        self.nominations = Nominations()                  # pods nominated to a node by preemption
 
     # ------------------------------------------------------------------ nodes
 
@@ -391,6 +600,7 @@ class Cache:
         self.nodes.charge(row, pod, 1)
         self.pods[pod.uid] = PodState(pod, node, assumed)
         self.counts.place(pod, row)
+        self.pod_table.add(pod, row)
         self.by_node.setdefault(node, {})[pod.uid] = pod
         if pod.pod_group:
             self.gangs._place(pod, node)
@@ -401,6 +611,7 @@ class Cache:
             return None
         if st.pod.pod_group:
             self.gangs._unplace(st.pod)
+        self.pod_table.remove(uid)
         row = self.nodes.row(st.node)
         if row is not None:
             self.nodes.charge(row, st.pod, -1)
@@ -435,6 +646,7 @@ class Cache:
                 st.pod = pod
                 st.assumed = False
                 self.by_node[st.node][pod.uid] = pod
+                self.pod_table.update(pod)
                 return
             if st.assumed and st.node != pod.node_name:
                 log.warning("pod %s was assumed on %s but is bound to %s", pod.key, st.node, pod.node_name)

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from scheduler.cache import Cache
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
-from scheduler.model import Node, Pod, parse_node, parse_pod, parse_pod_group
+from scheduler.model import Node, Pod, parse_node, parse_pdb, parse_pod, parse_pod_group
 from scheduler.queue import SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
@@ -39,6 +39,7 @@ class EventHandlers:
     pods: dict[str, Pod]
     group_listeners: list[Callable[[str], None]]
     priority_classes: set[str] | None
+    pdbs: dict[str, Any]
     _conditions: dict[str, tuple[str, str]]
 
     # ------------------------------------------------------------------ informer handlers (pods)
@@ -62,6 +63,15 @@ class EventHandlers:
             self._group_changed(old, pod)
         if pod.node_name:
             self._conditions.pop(pod.uid, None)   # bound: no PodScheduled=False of ours to keep current
+        nominations = self.cache.nominations
+        if pod.node_name or pod.deleting or pod.terminal or pod.scheduler_name not in self.frameworks:
+            if nominations:
+                nominations.clear(pod.uid)
+        elif pod.nominated_node_name:
+            if nominations.get(pod.uid) in ("", pod.nominated_node_name):
+                nominations.set(pod, pod.nominated_node_name)   # (one of ours being written is kept)
+        elif old is not None and old.nominated_node_name and nominations.get(pod.uid) == old.nominated_node_name:
+            nominations.clear(pod.uid)   # someone cleared it in the API
         return pod, old
 
     def on_pod_add(self, obj: dict[str, Any]) -> None:
@@ -110,6 +120,8 @@ class EventHandlers:
         if self.group_listeners:
             self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
+        if self.cache.nominations:
+            self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)
         if self.cache.where(pod.uid) is not None:
             self.cache.remove_pod(pod)
@@ -127,6 +139,18 @@ class EventHandlers:
         for fw in self.frameworks.values():
             out.update(fw.waiting)
         return out
+
+    # ------------------------------------------------------------------ informer handlers (PodDisruptionBudgets)
+
+    def on_pdb_add(self, obj: dict[str, Any]) -> None:
+        pdb = parse_pdb(obj)
+        self.pdbs[pdb.key] = pdb
+
+    def on_pdb_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        self.on_pdb_add(obj)
+
+    def on_pdb_delete(self, obj: dict[str, Any]) -> None:
+        self.pdbs.pop(parse_pdb(obj).key, None)
 
     # ------------------------------------------------------------------ informer handlers (priority classes)
 

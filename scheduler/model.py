@@ -41,6 +41,9 @@ INT32_MAX = 2**31 - 1      # maxSkew, minDomains and weights are int32 in the AP
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"   # scheduler-plugins' PodGroup CRD
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+DISRUPTION_MODE_ANNOTATION = "scheduling.tandem.dev/disruption-mode"   # for PodGroup CRDs without the field
+DISRUPTION_SINGLE = "Single"
+DISRUPTION_POD_GROUP = "PodGroup"
 # PodGroup status.conditions (tandem's addition to scheduler-plugins' schema): GangReadiness writes the PodsReady
 # condition, and the PodGroup status controller keeps the phase Failed once its reason says the requeuing limit
 # was hit (Kueue's names for both)
@@ -391,6 +394,7 @@ class Pod:
     priority_class_name: str = ""
     preemption_policy: str = "PreemptLowerPriority"
     created: float = 0.0
+    start_time: float = 0.0       # status.startTime, epoch seconds (0: not started; preemption takes it as now)
     phase: str = "Pending"
     deleting: bool = False
     requests: dict[str, int] = field(default_factory=dict)   # PodRequests, canonical units
@@ -463,6 +467,10 @@ class PodGroup:
     min_member: int = 0                      # spec.minMember, >= 0
     min_resources: Any = None                # spec.minResources as written (None: unset; Coscheduling checks it)
     schedule_timeout_seconds: int = 0        # spec.scheduleTimeoutSeconds (0: unset, use the plugin's default)
+    # how preemption may take the gang's members: "PodGroup" (all of them or none; spec.disruptionMode or the
+    # annotation DISRUPTION_MODE_ANNOTATION) or "Single" (one by one, upstream's default)
+    disruption_mode: str = DISRUPTION_SINGLE
+    priority: int | None = None              # spec.priority: the gang's priority (None: each member's own)
     spec: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     status: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -861,6 +869,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         priority_class_name=pc_name if isinstance(pc_name, str) else "",
         preemption_policy=_s(spec.get("preemptionPolicy"), "spec.preemptionPolicy", probs, "PreemptLowerPriority"),
         created=parse_time(meta.get("creationTimestamp")),
+        start_time=parse_time(status.get("startTime")),
         phase=_s(status.get("phase"), "status.phase", probs, "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         requests=reqs,
@@ -940,7 +949,45 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         min_member=max(0, _int(spec.get("minMember"))),
         min_resources=spec.get("minResources"),
         schedule_timeout_seconds=max(0, _int(spec.get("scheduleTimeoutSeconds"))),
+        disruption_mode=_disruption_mode(spec, ann),
+        priority=spec.get("priority") if isinstance(spec.get("priority"), int)
+        and not isinstance(spec.get("priority"), bool) else None,
         spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+def _disruption_mode(spec: dict[str, Any], ann: Any) -> str:
+    """PodGroup when the field or the annotation says so (case-insensitively), else Single."""
+    raw = spec.get("disruptionMode")
+    if not isinstance(raw, str) and isinstance(ann, dict):
+        raw = ann.get(DISRUPTION_MODE_ANNOTATION)
+    return DISRUPTION_POD_GROUP if isinstance(raw, str) and raw.lower() == "podgroup" else DISRUPTION_SINGLE
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    """A policy/v1 PodDisruptionBudget as preemption reads it: whom it covers and how many may go now."""
+
+    namespace: str
+    name: str
+    selector: LabelSelector                  # spec.selector (nil matches nothing; {} every pod of the namespace)
+    disruptions_allowed: int                 # status.disruptionsAllowed
+    disrupted_pods: frozenset[str]           # status.disruptedPods: pod names already being evicted
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def parse_pdb(obj: dict[str, Any]) -> PodDisruptionBudget:
+    meta = _d(obj.get("metadata"))
+    spec = _d(obj.get("spec"))
+    status = _d(obj.get("status"))
+    disrupted = status.get("disruptedPods")
+    return PodDisruptionBudget(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        selector=parse_label_selector(spec.get("selector"), "spec.selector"),
+        disruptions_allowed=_int(status.get("disruptionsAllowed")),
+        disrupted_pods=frozenset(str(k) for k in disrupted) if isinstance(disrupted, dict) else frozenset())
 
 
 def _int(v: Any) -> int:

@@ -127,6 +127,13 @@ class Metrics:
         self.preemption_victims = Histogram(
             "scheduler_preemption_victims", "Number of selected preemption victims",
             buckets=exponential_buckets(1, 2, 7), registry=r)
+        self.preemption_goroutines_duration = Histogram(
+            "scheduler_preemption_goroutines_duration_seconds",
+            "Duration in seconds for running goroutines for the preemption.",
+            ["result"], buckets=exponential_buckets(0.01, 2, 20), registry=r)
+        self.preemption_goroutines_execution = Counter(
+            "scheduler_preemption_goroutines_execution", "Number of preemption goroutines in preemption's executions.",
+            ["result"], registry=r)
         self.permit_wait_duration = Histogram(
             "scheduler_permit_wait_duration_seconds", "Duration of waiting on permit.",
             ["result"], buckets=exponential_buckets(0.001, 2, 15), registry=r)

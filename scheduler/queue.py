@@ -380,6 +380,18 @@ class SchedulingQueue:
         qi.last_failure = self.clock()
         self._push_backoff(qi)
 
+    def gate(self, uid: str, plugin: str) -> None:
+        """Park a queued pod as gated by ``plugin`` (its PreEnqueue now says no): only :meth:`activate` or an
+        update of the pod moves it, and PreEnqueue is asked again then."""
+        qi = self.infos.get(uid)
+        where = self.where.get(uid)
+        if qi is None or where in (None, "inflight", "gated"):
+            return
+        qi.gated_by = plugin
+        qi.unschedulable_plugins = {plugin}
+        qi.pending_plugins = set()
+        self._park(qi, "gated")
+
     def activate(self, uids: list[str]) -> None:
         """Move these pods to activeQ now (upstream's Activate, used by gang plugins)."""
         for uid in uids:

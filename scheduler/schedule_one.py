@@ -28,7 +28,7 @@ from scheduler.cache import Cache
 from scheduler.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
-from scheduler.framework.runtime import Framework
+from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
@@ -117,13 +117,20 @@ class ScheduleOne:
         state = CycleState()
         rows, st, diag = fw.run_pre_filter(state, pod)
         feasible = rows
+        nominated = None
         if st.is_success():
-            feasible, st = fw.run_filter(state, pod, rows, diag)
+            if self.cache.nominations or pod.nominated_node_name:
+                nominated = self._on_nominated_node(fw, state, pod, rows)
+            if nominated is not None:
+                feasible = nominated
+            else:
+                feasible, st = fw.run_filter_with_nominated(state, pod, rows, diag)
         if st.code == Code.ERROR:
             self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
             return st
         diag.num_all_nodes = len(self.cache.nodes)
         if len(feasible) == 0:
+            nominate = None
             if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
                 result, pst = fw.run_post_filter(state, pod, diag)
                 if pst.code == Code.ERROR:
@@ -131,13 +138,16 @@ class ScheduleOne:
                     return pst
                 if pst.reasons and not pst.is_success():
                     diag.post_filter_msg = pst.message()
+                if result is not None:
+                    nominate = result.nominated_node   # "" clears the pod's nomination
             qi.unschedulable_plugins = diag.unschedulable_plugins
             code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
             st = Status(code, diag.message())
-            self._fail(fw, qi, st, reason="Unschedulable", message=diag.message())
+            self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
             self._record_cycle(t0, "unschedulable", fw)
             return st
-        feasible = self._sample(fw, feasible)
+        if nominated is None:
+            feasible = self._sample(fw, feasible)
         if len(feasible) == 1:
             row = int(feasible[0])
         else:
@@ -149,6 +159,8 @@ class ScheduleOne:
             row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
         node = self.cache.nodes.names[row]
         self.cache.assume(pod, node)
+        if self.cache.nominations:
+            self.cache.nominations.clear(pod.uid)   # it has a node now (upstream: DeleteNominatedPodIfExists)
         qi.released = False
         st = fw.run_reserve(state, pod, node)
         if not st.is_success():
@@ -171,6 +183,21 @@ class ScheduleOne:
         self._record_cycle(t0, "scheduled", fw)
         self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
         return None
+
+    def _on_nominated_node(self, fw: Framework, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray | None:
+        """evaluateNominatedNode: a pod nominated by preemption tries that node first; its row if the pod fits."""
+        node = self.cache.nominations.get(pod.uid) or pod.nominated_node_name
+        if not node:
+            return None
+        nodes = self.cache.nodes
+        row = nodes.row(node)
+        if row is None or not nodes.valid[row]:
+            return None
+        i = int(np.searchsorted(rows, row))
+        if i >= len(rows) or rows[i] != row:
+            return None   # PreFilter ruled it out
+        passed, st = fw.run_filter_with_nominated(state, pod, rows[i:i + 1], Diagnosis())
+        return passed if st.is_success() and len(passed) else None
 
     def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
         """Give back what an assumed pod holds: Unreserve, forget, and tell the queue the room is free. Once."""

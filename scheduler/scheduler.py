@@ -41,6 +41,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.model import Pod
+from scheduler.preemption import Preemption
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne
 from scheduler.spreadselectors import SpreadSelectors
@@ -76,15 +77,21 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self.group_listeners: list[Callable[[str], None]] = []
         # Services' and controllers' selectors, from their informers (app.py), for PodTopologySpread
         self.spread_selectors = SpreadSelectors()
+        self.pdbs: dict[str, Any] = {}        # PodDisruptionBudgets by "ns/name", from their informer (app.py)
+        # the eviction executor: preemption's API calls, off the cycle (preemption.py)
+        self.preemption = Preemption(self.cache, client, metrics, self.clock, self._spawn, self.queue.activate,
+                                     self._set_nomination)
         for fw in self.frameworks.values():
             h = fw.handle
             h.pods, h.activate = self.pods, self.queue.activate
             h.spread_selectors = self.spread_selectors
+            h.preemption, h.pdbs, h.seed = self.preemption, self.pdbs, seed
         self.rng = random.Random(seed)
         self.next_start = 0
         # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)
         self.priority_classes: set[str] | None = None
         self._conditions: dict[str, tuple[str, str]] = {}   # uid -> PodScheduled=False (reason, message) we set last
+        self._nominations: dict[str, str] = {}              # uid -> status.nominatedNodeName to write ("" = clear)
         self._condition_writers: set[str] = set()           # uids with a condition write under way
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
@@ -121,6 +128,8 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
                 log.exception("scheduling cycle for %s failed", qi.pod.key)
                 self.cache.forget(qi.pod)
                 self.queue.requeue_failed(qi, unschedulable=False)
+            if self.preemption.sync_waits:   # asyncPreemption: false: the evictions run in the loop
+                await self.preemption.wait_sync()
             await asyncio.sleep(0)  # let informers and binding tasks run between cycles
 
     async def stop(self, drain_timeout: float = 10.0) -> None:

@@ -40,6 +40,11 @@ class Handle:
         # helper.DefaultSelector): default_selector(namespace, labels, owners), and a version that moves
         # when an answer may; None where no scheduler feeds one (tests build handles without)
         self.spread_selectors: "SpreadSelectors | None" = None
+        # preemption: the eviction executor (scheduler/preemption.py; None where no scheduler runs one), the
+        # PodDisruptionBudgets by "ns/name" (policy/v1, from their informer), and a seed for its random offset
+        self.preemption: Any = None
+        self.pdbs: dict[str, Any] = {}
+        self.seed: int | None = None
 
     @property
     def nodes(self) -> "NodeTable":

@@ -178,6 +178,8 @@ class Framework:
         self.pre_enqueue_plugins = at("preEnqueue")
         self.queue_sort = at("queueSort")
         self.pre_filter_plugins = at("preFilter")
+        # the PreFilter plugins whose state depends on pods (AddPod/RemovePod), for dry runs and nominations
+        self.pre_filter_extensions = [p for p in self.pre_filter_plugins if "PreFilterExtensions" in p.EXTENSION_POINTS]
         self.filter_plugins = at("filter")
         self.post_filter_plugins = at("postFilter")
         self.pre_score_plugins = at("preScore")
@@ -317,6 +319,79 @@ class Framework:
         if rejected:
             diag.rejected_rows = np.concatenate(rejected)
         return rows, SUCCESS
+
+    def extended(self, state: CycleState) -> list[Any]:
+        """The PreFilterExtensions plugins whose PreFilter ran for this cycle's pod and did not Skip."""
+        return [p for p in self.pre_filter_extensions if p.NAME not in state.skip_filter]
+
+    def run_add_pod(self, state: CycleState, pod: "Pod", pod_to_add: "Pod", row: int,
+                    plugins: list[Any] | None = None) -> Status:
+        """RunPreFilterExtensionAddPod: as if ``pod_to_add`` were on node ``row`` (the cache is not changed)."""
+        for p in (self.extended(state) if plugins is None else plugins):
+            st = self._call(p, "AddPod", p.add_pod, state, pod, pod_to_add, row)
+            if not st.is_success():
+                return st.with_plugin(p.NAME)
+        return SUCCESS
+
+    def run_remove_pod(self, state: CycleState, pod: "Pod", pod_to_remove: "Pod", row: int,
+                       plugins: list[Any] | None = None) -> Status:
+        """RunPreFilterExtensionRemovePod: as if ``pod_to_remove`` were gone from node ``row``."""
+        for p in (self.extended(state) if plugins is None else plugins):
+            st = self._call(p, "RemovePod", p.remove_pod, state, pod, pod_to_remove, row)
+            if not st.is_success():
+                return st.with_plugin(p.NAME)
+        return SUCCESS
+
+    def run_filter_with_nominated(self, state: CycleState, pod: "Pod", rows: np.ndarray,
+                                  diag: Diagnosis) -> tuple[np.ndarray, Status]:
+        """RunFilterPluginsWithNominatedPods over rows: nominated pods of equal or higher priority count.
+
+        Their requests (and host ports) are charged on their nodes' rows for the run, and added to the
+        PreFilter extensions' state; a row that passes with them and has PreFilter extensions in play is
+        run again without them (a pod with affinity to a nominated pod must not rely on it), as upstream.
+        Nothing to do (one dict check) while no pod is nominated.
+        """
+        nominations = self.handle.cache.nominations
+        if not len(nominations):
+            return self.run_filter(state, pod, rows, diag)
+        nodes = self.handle.nodes
+        plan = nominations.plan(pod, nodes)
+        if plan is None:
+            return self.run_filter(state, pod, rows, diag)
+        ext = self.extended(state)
+        with_nominated = state
+        if ext:
+            with_nominated = state.clone()
+            for row, p in plan.pods:
+                st = self.run_add_pod(with_nominated, pod, p, row, ext)
+                if not st.is_success():
+                    return rows[:0], st
+        plan.apply(nodes, 1)
+        try:
+            feasible, st = self.run_filter(with_nominated, pod, rows, diag)
+        finally:
+            plan.apply(nodes, -1)
+        if not ext or not st.is_success() or len(feasible) == 0:
+            return feasible, st
+        again = feasible[np.isin(feasible, plan.rows)]
+        if len(again) == 0:
+            return feasible, st
+        second = Diagnosis(num_all_nodes=diag.num_all_nodes)
+        passed, st = self.run_filter(state, pod, again, second)
+        if not st.is_success():
+            return feasible[:0], st
+        failed = np.setdiff1d(again, passed, assume_unique=True)
+        if len(failed):
+            for reason, n in second.reasons.items():
+                diag.add(reason, n)
+            diag.unschedulable_plugins |= second.unschedulable_plugins
+            for attr in ("rejected_rows", "unresolvable_rows"):
+                extra = getattr(second, attr)
+                if extra is not None and len(extra):
+                    mine = getattr(diag, attr)
+                    setattr(diag, attr, extra if mine is None else np.concatenate([mine, extra]))
+            feasible = np.setdiff1d(feasible, failed, assume_unique=True)
+        return feasible, st
 
     def run_post_filter(self, state: CycleState, pod: "Pod", diag: Diagnosis) -> tuple[fi.PostFilterResult | None, Status]:
         # until one succeeds or fails for good; the others' reasons are joined, the first rejector named (upstream)

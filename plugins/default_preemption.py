@@ -1,0 +1,563 @@
+"""DefaultPreemption: upstream's PostFilter that evicts lower-priority pods for a pod that fits nowhere.
+
+What it decides, in the scheduling cycle (upstream's preemption.Evaluator):
+
+* **Eligibility** (PodEligibleToPreemptOthers): never with ``preemptionPolicy:
+  Never``; not again while a pod of lower priority terminates by preemption
+  on the pod's nominated node (unless that node became unresolvable).
+* **Candidates**: only nodes whose Filter failure was Unschedulable; from a
+  random offset, as many as ``max(minCandidateNodesPercentage% of them,
+  minCandidateNodesAbsolute)``, more while none is free of PDB violations.
+* **Victims per node** (SelectVictimsOnNode): remove every pod of strictly
+  lower priority, run the filters (with nominated pods); if the pod still
+  does not fit, the node is no candidate. Otherwise reprieve pods highest
+  priority first (earlier start first among equals), PDB-violating ones
+  before the others, keeping each that still fits.
+* **The node** (pickOneNodeForPreemption): fewest PDB violations; tandem
+  adds fewest gangs broken next; then the lowest highest-priority victim,
+  the smallest sum of victim priorities (each offset by 2^31), the fewest
+  victims, the latest start among the highest-priority victims.
+
+The dry run is vectorized over the placed-pods table (``cache.pod_table``):
+one pass removes every candidate's victims at once and filters all
+candidate rows, then reprieve runs in rounds, the i-th most important pod of
+every candidate node added back together and filtered together. That is
+exact because the filters that read pods (NodeResourcesFit, NodePorts) judge
+a node by its own pods only. When a plugin whose state spans nodes is in play
+(InterPodAffinity, PodTopologySpread: their PreFilterExtensions), or the
+pod asks for host ports, each candidate node is dry-run alone on a clone of
+the cycle state, through AddPod/RemovePod, as upstream does.
+
+Gangs: a pod of a PodGroup whose ``disruptionMode`` is PodGroup is a victim
+only together with every member of its gang (a unit, reprieved as one), and
+a member's priority is the PodGroup's ``priority`` when it sets one. A gang
+member that does not fit is not preempted for here: the group cycle
+preempts for all its missing members at once (scheduler/schedule_one.py).
+
+The evictions are not done here: ``handle.preemption`` (scheduler/preemption.py)
+runs them off the cycle; until that ends, PreEnqueue holds the preemptor.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduler.framework import Code, ConfigError, CycleState, Status, register
+from scheduler.framework.interface import PostFilterResult
+from scheduler.model import DISRUPTION_POD_GROUP, Pod
+
+NAME = "DefaultPreemption"
+OFFSET = 1 << 31                       # upstream adds MaxInt32 + 1 to each priority in the sum
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+WAITING = "waiting for the preemption for this pod to be finished"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+_OK = Status()
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultPreemptionArgs:
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+    # tandem: False makes the scheduling loop wait for the evictions (kube-scheduler before async preemption)
+    async_preemption: bool = True
+
+    def validate(self, path: str) -> None:
+        """ValidateDefaultPreemptionArgs."""
+        p, a = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
+        if not 0 <= p <= 100:
+            raise ConfigError(f"{path}.minCandidateNodesPercentage: Invalid value: {p}: not in valid range [0, 100]")
+        if a < 0:
+            raise ConfigError(f"{path}.minCandidateNodesAbsolute: Invalid value: {a}: not in valid range [0, inf)")
+        if p == 0 and a == 0:
+            raise ConfigError(f"{path}.minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same "
+                              f"time as minCandidateNodesAbsolute")
+
+
+@dataclass(slots=True)
+class Candidate:
+    """A node where preemption makes the pod fit, and what it costs."""
+
+    row: int
+    node: str
+    victims: list[Pod]                 # every pod to evict (whole gangs: members on other nodes too)
+    pdb_violations: int
+    gangs: int = 0                     # distinct gangs losing a member
+    high: int = 0                      # highest victim priority
+    total: int = 0                     # sum of (priority + 2^31)
+    start: float = 0.0                 # earliest start among the highest-priority victims (inf: not started)
+
+    def key(self) -> tuple:
+        # smaller is better; upstream's order, with fewest gangs broken after PDB violations
+        return (self.pdb_violations, self.gangs, self.high, self.total, len(self.victims), -self.start)
+
+
+@dataclass(slots=True)
+class _Units:
+    """Potential victims on a set of rows, grouped into units (one pod, or a PodGroup-mode gang's members
+    on one node), ordered per row: PDB-violating first, then by importance."""
+
+    row: np.ndarray                    # int64[u]
+    rank: np.ndarray                   # int64[u]: position in its row's reprieve order
+    req: np.ndarray                    # int64[u, R]: summed requests on the row
+    members: list[list[int]]           # slots on the row
+    gang: list[int]                    # whole-gang id (-1: a single pod)
+    violating: list[int]               # PDB-violating pods in the unit
+    prio: list[int] = field(default_factory=list)
+
+
+def num_candidates(n: int, percentage: int, absolute: int) -> int:
+    """calculateNumCandidates."""
+    k = n * percentage // 100
+    if k < absolute:
+        k = absolute
+    return min(k, n)
+
+
+def more_important(a: Pod, b: Pod, prio_a: int, prio_b: int) -> bool:
+    if prio_a != prio_b:
+        return prio_a > prio_b
+    return _start(a) < _start(b)
+
+
+def _start(p: Pod) -> float:
+    return p.start_time if p.start_time > 0 else math.inf
+
+
+def terminating_by_preemption(p: Pod) -> bool:
+    """podTerminatingByPreemption: deleting, with DisruptionTarget=True for PreemptionByScheduler."""
+    if not p.deleting:
+        return False
+    for c in (p.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
+                and c.get("reason") == PREEMPTION_BY_SCHEDULER:
+            return True
+    return False
+
+
+@register
+class DefaultPreemption:
+    NAME = NAME
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "PostFilter"})
+    Args = DefaultPreemptionArgs
+
+    def __init__(self, args: DefaultPreemptionArgs | None, handle: Any) -> None:
+        self.handle = handle
+        self.args = args if args is not None else DefaultPreemptionArgs()
+        self.rng = random.Random(getattr(handle, "seed", None))
+
+    # ------------------------------------------------------------------ PreEnqueue
+
+    def pre_enqueue(self, pod: Pod) -> Status:
+        ev = self.handle.preemption
+        if ev is not None and ev.is_preempting(pod.uid):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING)
+        return _OK
+
+    # ------------------------------------------------------------------ PostFilter
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[PostFilterResult | None, Status]:
+        ev = self.handle.preemption
+        if ev is not None:
+            ev.attempted()
+        fw = self.handle.framework
+        if fw is not None and fw.gang is not None and fw.gang.gang_key(pod):
+            return None, Status(Code.UNSCHEDULABLE)   # the group cycle preempts for the whole gang
+        ok, msg = self.eligible(pod, diagnosis)
+        if not ok:
+            return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
+        cands, fit_error = self.find_candidates(state, pod, diagnosis)
+        if not cands:
+            result = PostFilterResult(nominated_node="")   # clears a nomination it may have had
+            return result, Status(Code.UNSCHEDULABLE, "preemption: " + fit_error)
+        best = self.select(cands)
+        if ev is not None:
+            ev.preempt(fw, pod, best.node, best.victims, sync=not self.args.async_preemption)
+        return PostFilterResult(nominated_node=best.node), _OK
+
+    def priority_of(self, p: Pod) -> int:
+        """A pod's priority for preemption: its PodGroup's when that sets one."""
+        if p.pod_group:
+            pg = self.handle.gangs.group(f"{p.namespace}/{p.pod_group}")
+            if pg is not None and pg.priority is not None:
+                return pg.priority
+        return p.priority
+
+    def eligible(self, pod: Pod, diagnosis: Any) -> tuple[bool, str]:
+        """PodEligibleToPreemptOthers."""
+        if pod.preemption_policy == "Never":
+            return False, NOT_ELIGIBLE_NEVER
+        cache = self.handle.cache
+        node = cache.nominations.get(pod.uid) or pod.nominated_node_name
+        if node:
+            row = self.handle.nodes.row(node)
+            unresolvable = diagnosis.unresolvable_rows if diagnosis is not None else None
+            if row is not None and unresolvable is not None and bool((unresolvable == row).any()):
+                return True, ""
+            prio = self.priority_of(pod)
+            for p in cache.pods_on(node):
+                if self.priority_of(p) < prio and terminating_by_preemption(p):
+                    return False, NOT_ELIGIBLE_TERMINATING
+        return True, ""
+
+    # ------------------------------------------------------------------ candidates
+
+    def potential_rows(self, diagnosis: Any) -> np.ndarray:
+        """Rows whose failure was Unschedulable (nodesWherePreemptionMightHelp)."""
+        rejected = diagnosis.rejected_rows if diagnosis is not None else None
+        if rejected is None or len(rejected) == 0:
+            return np.zeros(0, dtype=np.int64)
+        rows = np.unique(rejected)
+        unresolvable = diagnosis.unresolvable_rows
+        if unresolvable is not None and len(unresolvable):
+            rows = np.setdiff1d(rows, unresolvable, assume_unique=False)
+        nodes = self.handle.nodes
+        return rows[nodes.valid[rows]]
+
+    def find_candidates(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[list[Candidate], str]:
+        """The candidates, or none and the FitError message saying why (upstream's wording)."""
+        nodes = self.handle.nodes
+        n_all = len(nodes)
+        potential = self.potential_rows(diagnosis)
+        if len(potential) == 0:
+            return [], f"0/{n_all} nodes are available: {n_all} {NOT_HELPFUL}."
+        want = num_candidates(len(potential), self.args.min_candidate_nodes_percentage,
+                              self.args.min_candidate_nodes_absolute)
+        offset = self.rng.randrange(len(potential))
+        order = np.roll(potential, -offset)
+        reasons: dict[str, int] = {}
+        cands = self.dry_run(state, pod, order, want, reasons)
+        if cands:
+            return cands, ""
+        absent = n_all - sum(reasons.values())
+        if absent > 0:
+            reasons[NOT_HELPFUL] = reasons.get(NOT_HELPFUL, 0) + absent
+        parts = sorted(f"{n} {r}" for r, n in reasons.items())
+        return [], f"0/{n_all} nodes are available: " + ", ".join(parts) + "."
+
+    def select(self, cands: list[Candidate]) -> Candidate:
+        """pickOneNodeForPreemption: the first candidate with the smallest key."""
+        best = cands[0]
+        bk = best.key()
+        for c in cands[1:]:
+            k = c.key()
+            if k < bk:
+                best, bk = c, k
+        return best
+
+    # ------------------------------------------------------------------ the dry run
+
+    def _victim_slots(self, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Slots of the placed pods on ``rows`` that ``pod`` may preempt, their rows and priorities."""
+        pt = self.handle.cache.pod_table
+        n = pt.n
+        on = np.zeros(self.handle.nodes.cap + 1, dtype=bool)
+        on[rows] = True
+        slot_rows = pt.row[:n]
+        m = on[slot_rows]            # free slots have row -1: the extra last entry, always False
+        prio = self._effective(m)
+        m &= prio < self.priority_of(pod)
+        slots = np.flatnonzero(m)
+        return slots, slot_rows[slots], prio[slots]
+
+    def _effective(self, mask: np.ndarray) -> np.ndarray:
+        """Priority per slot (of the first ``len(mask)``), with PodGroup priorities applied where set."""
+        pt = self.handle.cache.pod_table
+        prio = pt.prio[: len(mask)].copy()
+        if pt.gang_keys:
+            gp = self._gang_arrays()[0]
+            g = pt.gang[: len(mask)]
+            sel = mask & (g >= 0)
+            if sel.any():
+                idx = np.flatnonzero(sel)
+                over = gp[g[idx]]
+                has = over != np.iinfo(np.int64).min
+                prio[idx[has]] = over[has]
+        return prio
+
+    def _gang_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per gang id: its PodGroup's priority (int64 min: unset) and whether it is evicted whole."""
+        pt = self.handle.cache.pod_table
+        groups = self.handle.gangs.groups
+        gp = np.full(len(pt.gang_keys), np.iinfo(np.int64).min, dtype=np.int64)
+        whole = np.zeros(len(pt.gang_keys), dtype=bool)
+        for key, gid in pt.gang_ids.items():
+            pg = groups.get(key)
+            if pg is None:
+                continue
+            if pg.priority is not None:
+                gp[gid] = pg.priority
+            if pg.disruption_mode == DISRUPTION_POD_GROUP:
+                whole[gid] = True
+        return gp, whole
+
+    def dry_run(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
+                reasons: dict[str, int]) -> list[Candidate]:
+        """DryRunPreemption over ``order`` (potential rows from the random offset): candidates, and per failing
+        node its reason counted into ``reasons``."""
+        fw = self.handle.framework
+        slots, vrows, _ = self._victim_slots(pod, order)
+        cap = self.handle.nodes.cap
+        has = np.bincount(vrows, minlength=cap) > 0 if len(vrows) else np.zeros(cap, dtype=bool)
+        with_victims = order[has[order]]
+        none = len(order) - len(with_victims)
+        if none:
+            reasons[NO_VICTIMS] = reasons.get(NO_VICTIMS, 0) + none
+        if len(with_victims) == 0:
+            return []
+        if fw.extended(state) or pod.host_ports:
+            return self._dry_run_each(state, pod, with_victims, want, reasons)
+        return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons)
+
+    def _filter(self, state: CycleState, pod: Pod, rows: np.ndarray, reasons: dict[str, int] | None) -> np.ndarray:
+        """The rows of ``rows`` where ``pod`` passes every filter now (with nominated pods)."""
+        from scheduler.framework.runtime import Diagnosis   # the framework's own record; no plugin import cycle
+        fw = self.handle.framework
+        diag = Diagnosis()
+        passed, st = fw.run_filter_with_nominated(state, pod, np.sort(rows), diag)
+        if not st.is_success():
+            raise _DryRunError(st)
+        if reasons is not None:
+            for r, n in diag.reasons.items():
+                reasons[r] = reasons.get(r, 0) + n
+        return passed
+
+    def _dry_run_batched(self, state: CycleState, pod: Pod, order: np.ndarray, slots: np.ndarray,
+                         vrows: np.ndarray, want: int, reasons: dict[str, int]) -> list[Candidate]:
+        nodes = self.handle.nodes
+        pt = self.handle.cache.pod_table
+        req = pt.columns()
+        width = nodes.requested.shape[1]
+        below = np.zeros((nodes.cap, width), dtype=np.int64)
+        vreq = req[slots, :width]
+        for c in range(width):
+            if vreq[:, c].any():
+                below[:, c] = np.bincount(vrows, weights=vreq[:, c], minlength=nodes.cap).astype(np.int64)
+        saved = nodes.requested
+        nodes.requested = saved - below
+        try:
+            try:
+                fits = self._filter(state, pod, order, reasons)
+            except _DryRunError as e:
+                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
+                return []
+            fits_in_order = order[np.isin(order, fits)]
+            out: list[Candidate] = []
+            start = 0
+            while start < len(fits_in_order):
+                batch = fits_in_order[start: start + max(want - len(out), 1)]
+                start += len(batch)
+                out.extend(self._reprieve_batched(state, pod, batch, slots, vrows))
+                nonviolating = sum(1 for c in out if c.pdb_violations == 0)
+                if nonviolating > 0 and len(out) >= want:
+                    break
+            return out
+        finally:
+            nodes.requested = saved
+
+    def _units(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, vrows: np.ndarray) -> _Units:
+        """The potential victims on ``rows`` as units in reprieve order (see :class:`_Units`)."""
+        cache = self.handle.cache
+        pt = cache.pod_table
+        sel = np.isin(vrows, rows)
+        s_slots, s_rows = slots[sel], vrows[sel]
+        gp, whole = self._gang_arrays() if pt.gang_keys else (None, None)
+        eff = self._effective(np.ones(pt.n, dtype=bool))
+        groups: dict[tuple[int, int], list[int]] = {}
+        for slot, row in zip(s_slots.tolist(), s_rows.tolist()):
+            g = int(pt.gang[slot])
+            key = (row, g) if (whole is not None and g >= 0 and whole[g]) else (row, -1 - slot)
+            groups.setdefault(key, []).append(slot)
+        pods = cache.pods
+        pdbs = self.handle.pdbs
+        allowed_base = {k: b.disruptions_allowed for k, b in pdbs.items()} if pdbs else None
+        by_row: dict[int, list[tuple[tuple, list[int], int, int, int]]] = {}
+        for (row, g), members in groups.items():
+            prio = int(eff[members[0]])
+            start = float(min(pt.start[m] for m in members))
+            by_row.setdefault(row, []).append(((-prio, start), members, g if g >= 0 else -1, prio, 0))
+        width = pt.req.shape[1]
+        u_row, u_rank, u_req, u_members, u_gang, u_viol, u_prio = [], [], [], [], [], [], []
+        for row, units in by_row.items():
+            units.sort(key=lambda u: u[0])
+            violating: list[tuple] = []
+            others: list[tuple] = []
+            allowed = dict(allowed_base) if allowed_base else None
+            for u in units:
+                v = 0
+                if allowed is not None:
+                    for m in u[1]:
+                        if self._violates(pods[pt.uids[m]].pod, pdbs, allowed):
+                            v += 1
+                (violating if v else others).append((u, v))
+            for rank, (u, v) in enumerate(violating + others):
+                u_row.append(row)
+                u_rank.append(rank)
+                u_req.append(pt.req[u[1]].sum(axis=0))
+                u_members.append(u[1])
+                u_gang.append(u[2])
+                u_viol.append(v)
+                u_prio.append(u[3])
+        return _Units(np.array(u_row, dtype=np.int64), np.array(u_rank, dtype=np.int64),
+                      np.array(u_req, dtype=np.int64).reshape(len(u_req), width), u_members, u_gang, u_viol,
+                      u_prio)
+
+    @staticmethod
+    def _violates(p: Pod, pdbs: dict[str, Any], allowed: dict[str, int]) -> bool:
+        """filterPodsWithPDBViolation for one pod: count it against every PDB that covers it."""
+        violating = False
+        for key, b in pdbs.items():
+            if b.namespace != p.namespace or not b.selector.matches(p.labels):
+                continue
+            if p.name in b.disrupted_pods:
+                continue   # already being disrupted: counted in the PDB's status
+            allowed[key] -= 1
+            if allowed[key] < 0:
+                violating = True
+        return violating
+
+    def _reprieve_batched(self, state: CycleState, pod: Pod, batch: np.ndarray, slots: np.ndarray,
+                          vrows: np.ndarray) -> list[Candidate]:
+        nodes = self.handle.nodes
+        u = self._units(pod, batch, slots, vrows)
+        width = nodes.requested.shape[1]
+        victim = np.zeros(len(u.row), dtype=bool)
+        rounds = int(u.rank.max()) + 1 if len(u.rank) else 0
+        for j in range(rounds):
+            idx = np.flatnonzero(u.rank == j)
+            rows = u.row[idx]
+            nodes.requested[rows] += u.req[idx, :width]
+            passed = self._filter(state, pod, rows, None)
+            failed = ~np.isin(rows, passed)
+            if failed.any():
+                back = idx[failed]
+                nodes.requested[u.row[back]] -= u.req[back, :width]
+                victim[back] = True
+        # put every reprieved unit back out: the caller's table has all victims removed
+        reprieved = np.flatnonzero(~victim)
+        if len(reprieved):
+            np.subtract.at(nodes.requested, u.row[reprieved], u.req[reprieved, :width])
+        return self._candidates(batch, u, victim)
+
+    def _candidates(self, batch: np.ndarray, u: _Units, victim: np.ndarray) -> list[Candidate]:
+        cache = self.handle.cache
+        pt = cache.pod_table
+        by_row: dict[int, list[int]] = {}
+        for i in np.flatnonzero(victim).tolist():
+            by_row.setdefault(int(u.row[i]), []).append(i)
+        names = self.handle.nodes.names
+        out = []
+        for row in batch.tolist():
+            units = by_row.get(row)
+            if not units:
+                continue   # upstream: "expected at least one victim pod on node" (cannot happen: it did not fit)
+            pods: list[Pod] = []
+            prios: list[int] = []
+            gangs: set[int] = set()
+            seen: set[str] = set()
+            viol = 0
+            for i in units:
+                viol += u.violating[i]
+                if u.gang[i] >= 0:
+                    gangs.add(u.gang[i])
+                    key = pt.gang_keys[u.gang[i]]
+                    for uid in list(self.handle.gangs.placed_members(key)):
+                        st = cache.pods.get(uid)
+                        if st is not None and uid not in seen:
+                            seen.add(uid)
+                            pods.append(st.pod)
+                            prios.append(u.prio[i])
+                    continue
+                for m in u.members[i]:
+                    uid = pt.uids[m]
+                    if uid is not None and uid not in seen:
+                        seen.add(uid)
+                        p = cache.pods[uid].pod
+                        pods.append(p)
+                        prios.append(u.prio[i])
+                        if p.pod_group:
+                            gangs.add(int(pt.gang[m]))
+            high = max(prios)
+            start = min((_start(p) for p, q in zip(pods, prios) if q == high), default=math.inf)
+            order = sorted(range(len(pods)), key=lambda k: (-prios[k], _start(pods[k])))
+            out.append(Candidate(row, names[row], [pods[k] for k in order], viol, len(gangs), high,
+                                 sum(q + OFFSET for q in prios), start))
+        return out
+
+    def _dry_run_each(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
+                      reasons: dict[str, int]) -> list[Candidate]:
+        """One node at a time on a clone of the cycle state, through AddPod/RemovePod (SelectVictimsOnNode)."""
+        fw = self.handle.framework
+        nodes = self.handle.nodes
+        cache = self.handle.cache
+        pt = cache.pod_table
+        slots, vrows, _ = self._victim_slots(pod, order)
+        out: list[Candidate] = []
+        for row in order.tolist():
+            u = self._units(pod, np.array([row], dtype=np.int64), slots, vrows)
+            s = state.clone()
+            members = [cache.pods[pt.uids[m]].pod for ms in u.members for m in ms]
+            for p in members:
+                nodes.charge(row, p, -1)
+                fw.run_remove_pod(s, pod, p, row)
+            # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
+            elsewhere = self._elsewhere(u, row)
+            for r, p in elsewhere:
+                fw.run_remove_pod(s, pod, p, r)
+            victim = np.zeros(len(u.row), dtype=bool)
+            removed = list(range(len(u.row)))
+            try:
+                fits = len(self._filter(s, pod, np.array([row], dtype=np.int64), reasons)) > 0
+                if fits:
+                    for i in np.argsort(u.rank, kind="stable").tolist():
+                        ps = [cache.pods[pt.uids[m]].pod for m in u.members[i]]
+                        for p in ps:
+                            nodes.charge(row, p, 1)
+                            fw.run_add_pod(s, pod, p, row)
+                        if len(self._filter(s, pod, np.array([row], dtype=np.int64), None)):
+                            removed.remove(i)
+                            continue
+                        for p in ps:
+                            nodes.charge(row, p, -1)
+                            fw.run_remove_pod(s, pod, p, row)
+                        victim[i] = True
+            except _DryRunError as e:
+                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
+                fits = False
+            finally:
+                for i in removed:
+                    for m in u.members[i]:
+                        nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
+            if not fits:
+                continue
+            out.extend(self._candidates(np.array([row], dtype=np.int64), u, victim))
+            nonviolating = sum(1 for c in out if c.pdb_violations == 0)
+            if nonviolating > 0 and len(out) >= want:
+                break
+        return out
+
+    def _elsewhere(self, u: _Units, row: int) -> list[tuple[int, Pod]]:
+        cache = self.handle.cache
+        pt = cache.pod_table
+        out = []
+        for g in set(x for x in u.gang if x >= 0):
+            for uid, node in self.handle.gangs.placed_members(pt.gang_keys[g]).items():
+                r = self.handle.nodes.row(node)
+                st = cache.pods.get(uid)
+                if r is not None and r != row and st is not None:
+                    out.append((r, st.pod))
+        return out
+
+
+class _DryRunError(Exception):
+    def __init__(self, status: Status) -> None:
+        super().__init__(status.message())
+        self.status = status

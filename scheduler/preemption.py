@@ -1,0 +1,162 @@
+"""The eviction executor: what preemption does off the scheduling cycle (KEP-4832, asynchronous preemption).
+
+DefaultPreemption (plugins/default_preemption.py) picks a node and its
+victims inside the cycle and calls :meth:`Preemption.preempt`, which, still
+synchronously:
+
+* nominates the preemptor to the node in the cache (``cache.nominations``:
+  from the next cycle on its requests count there for pods of equal or
+  lower priority; the API's ``status.nominatedNodeName`` is written with the
+  pod's PodScheduled condition, by the scheduler's status writer);
+* takes the nomination away from lower-priority pods nominated to that node;
+* marks the preemptor as preempting: DefaultPreemption's PreEnqueue holds it
+  until the evictions end;
+
+and starts one task that, per victim, concurrently: rejects it in memory
+when it waits at Permit, else patches ``DisruptionTarget=True`` (reason
+PreemptionByScheduler) on it, deletes it (its own grace period, a uid
+precondition so a successor of the same name is never hit) and records the
+``Preempted`` event. When the task ends the preemptor is activated; it binds
+once its victims are gone (terminating pods still hold their room in the
+cache). A failed eviction takes the nomination back and requeues the pod.
+
+With ``asyncPreemption: false`` the scheduling loop waits for the task
+before its next cycle (kube-scheduler before 1.33), for comparison.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from scheduler.apiclient import Conflict, NotFound
+from scheduler.framework.clock import Clock
+from scheduler.model import Pod
+
+log = logging.getLogger("tandem.preemption")
+
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+PLUGIN = "DefaultPreemption"
+
+
+class Preemption:
+    def __init__(self, cache: Any, client: Any, metrics: Any, clock: Clock,
+                 spawn: Callable[[Any, str], Any], activate: Callable[[list[str]], None],
+                 write_nomination: Callable[[Pod, str], None]) -> None:
+        self.cache = cache
+        self.client = client
+        self.metrics = metrics
+        self.clock = clock
+        self.spawn = spawn
+        self.activate = activate
+        self.write_nomination = write_nomination
+        self.preempting: set[str] = set()                 # preemptors whose evictions are under way
+        self.sync_waits: list[asyncio.Future[Any]] = []   # tasks the loop awaits (synchronous mode)
+        self.evicted = 0                                  # victims deleted or rejected (for benchmarks)
+
+    def is_preempting(self, uid: str) -> bool:
+        return uid in self.preempting
+
+    def attempted(self) -> None:
+        if self.metrics is not None:
+            self.metrics.preemption_attempts.inc()
+
+    # ------------------------------------------------------------------ in the cycle
+
+    def preempt(self, fw: Any, pod: Pod, node: str, victims: list[Pod], sync: bool = False,
+                nominate: bool = True) -> None:
+        """Nominate ``pod`` to ``node`` and evict ``victims`` off the cycle. Synchronous; never raises."""
+        if self.metrics is not None:
+            self.metrics.preemption_victims.observe(len(victims))
+        nominations = self.cache.nominations
+        if nominate:
+            nominations.set(pod, node)
+        for other in nominations.on(node):
+            if other.uid != pod.uid and other.priority < pod.priority:
+                nominations.clear(other.uid)
+                self.write_nomination(other, "")
+        self.preempting.add(pod.uid)
+        fut = asyncio.ensure_future(self._run(fw, pod, node, victims))
+        self.spawn(fut, f"preemption for {pod.key}")
+        if sync:
+            self.sync_waits.append(fut)
+
+    async def wait_sync(self) -> None:
+        """The synchronous mode: until the evictions started by the last cycle are done."""
+        while self.sync_waits:
+            waits, self.sync_waits = self.sync_waits, []
+            await asyncio.wait(waits)
+
+    # ------------------------------------------------------------------ off the cycle
+
+    async def _run(self, fw: Any, pod: Pod, node: str, victims: list[Pod]) -> None:
+        t0 = time.perf_counter()
+        result = "success"
+        try:
+            api: list[Pod] = []
+            for v in victims:
+                wp = _waiting(fw, v.uid)
+                if wp is not None:
+                    wp.reject(PLUGIN, "preempted")   # its room is released now, synchronously
+                    self._event(fw, pod, v, node)
+                else:
+                    api.append(v)
+            if api:
+                outcomes = await asyncio.gather(*(self._evict(fw, pod, v, node) for v in api), return_exceptions=True)
+                errors = [o for o in outcomes if isinstance(o, BaseException)]
+                if errors:
+                    raise errors[0]
+        except asyncio.CancelledError:
+            result = "error"
+            raise
+        except Exception as exc:  # noqa: BLE001 - the preemptor goes back to the queue, nominated nowhere
+            result = "error"
+            log.warning("preemption for %s on %s failed: %s", pod.key, node, exc)
+            if self.cache.nominations.get(pod.uid) == node:
+                self.cache.nominations.clear(pod.uid)
+            self.write_nomination(pod, "")
+        finally:
+            self.preempting.discard(pod.uid)
+            self.activate([pod.uid])
+            if self.metrics is not None:
+                self.metrics.preemption_goroutines_duration.labels(result).observe(time.perf_counter() - t0)
+                self.metrics.preemption_goroutines_execution.labels(result).inc()
+
+    async def _evict(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
+        scheduler_name = pod.scheduler_name
+        try:
+            if not _has_disruption_target(victim):
+                cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+                        "lastTransitionTime": _rfc3339(self.clock.wall())}
+                await self.client.patch_pod_status(victim.namespace, victim.name, {"status": {"conditions": [cond]}})
+            await self.client.delete_pod(victim.namespace, victim.name, uid=victim.uid)
+        except (NotFound, Conflict):
+            return   # already gone (or a new pod with its name: never ours to delete)
+        self.evicted += 1
+        self._event(fw, pod, victim, node)
+
+    def _event(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
+        events = fw.handle.events if fw is not None else None
+        if events is not None:
+            events.eventf(victim, pod, "Normal", "Preempted", "Preempting", f"Preempted by pod {pod.uid} on node {node}")
+
+
+def _waiting(fw: Any, uid: str) -> Any:
+    if fw is None:
+        return None
+    return fw.get_waiting_pod(uid)
+
+
+def _has_disruption_target(p: Pod) -> bool:
+    for c in (p.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
+                and c.get("reason") == PREEMPTION_BY_SCHEDULER:
+            return True
+    return False
+
+
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -1,0 +1,127 @@
+"""Preemption end to end on the simulated cluster: what a kube-scheduler user sees, under tandem.
+
+Each test runs the scheduler process (:class:`App`) with the default profile
+against a SimCluster whose node agent honours grace periods where a test
+needs victims to take time to go. Checked from outside, through the API: the
+preemptor's ``status.nominatedNodeName`` before its bind, the victims'
+``DisruptionTarget`` condition and ``Preempted`` event, which pods were
+evicted and which were spared, and the PodScheduled messages of pods that
+cannot preempt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.simcluster.agent import AgentConfig
+from bench.simcluster.resources import lookup
+from tests.integration.test_scheduler import (
+    bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+)
+
+PRIORITY_CLASSES = lookup("scheduling.k8s.io", "v1", "priorityclasses")
+LOW, MID, HIGH, HIGH_NEVER = "low", "mid", "high", "high-never"
+VALUES = {LOW: 10, MID: 100, HIGH: 1000, HIGH_NEVER: 1000}
+
+
+def pod(name: str, cpu: str, priority: str = LOW, **kw: Any) -> dict[str, Any]:
+    """A pod of PriorityClass ``priority`` (the API server resolves spec.priority from it, as admission does)."""
+    body = make_pod(name, cpu=cpu, memory="64Mi", **kw)
+    body["spec"]["priorityClassName"] = priority
+    body["spec"].setdefault("terminationGracePeriodSeconds", 0)
+    return body
+
+
+def create_classes(env: Any) -> None:
+    for name, value in VALUES.items():
+        env.store.create(PRIORITY_CLASSES, "", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                                "metadata": {"name": name}, "value": value,
+                                                "preemptionPolicy": "Never" if name == HIGH_NEVER
+                                                else "PreemptLowerPriority"})
+
+
+def fast_config() -> Any:
+    return config(podInitialBackoffSeconds=0.05, podMaxBackoffSeconds=0.2)
+
+
+def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
+    for c in ((obj or {}).get("status") or {}).get("conditions") or ():
+        if c.get("type") == type_:
+            return c
+    return {}
+
+
+async def test_a_high_priority_pod_evicts_the_fewest_lower_priority_pods_it_needs(tmp_path):
+    seen_nominated: list[str] = []
+    async with running(tmp_path, [make_node("n1", cpu="4")], fast_config()) as env:
+        create_classes(env)
+        for i in range(4):
+            env.create_pod(pod(f"low-{i}", "900m", LOW))
+        await bound(env, *(f"low-{i}" for i in range(4)))
+
+        def watch(verb: str, resource: str, ns: str, name: str, result: Any) -> None:
+            if resource == "pods/binding" and name == "high":
+                obj = env.pod("high") or {}
+                seen_nominated.append((obj.get("status") or {}).get("nominatedNodeName") or "")
+
+        env.store.observe(watch)
+        env.create_pod(pod("high", "1500m", HIGH))
+        await bound(env, "high")
+        assert seen_nominated == ["n1"], "nominatedNodeName was set before the bind"
+        left = [f"low-{i}" for i in range(4) if env.pod(f"low-{i}") is not None]
+        assert len(left) == 2, f"400m free + 2 x 900m is enough: two victims, not more ({left} left)"
+        events = [e for i in range(4) for e in await env.events_by_reason(f"low-{i}", "Preempted")]
+        assert len(events) == 2
+        high_uid = env.pod("high")["metadata"]["uid"]
+        assert all(e["note"] == f"Preempted by pod {high_uid} on node n1" for e in events)
+        assert all(e["related"]["name"] == "high" and e["action"] == "Preempting" for e in events)
+
+
+async def test_victims_get_disruption_target_and_the_preemptor_waits_for_them_to_terminate(tmp_path):
+    agent = AgentConfig(ready_delay=0.05, tick=0.01, termination_delay=None)   # grace periods in full
+    async with running(tmp_path, [make_node("n1", cpu="2")], fast_config(), agent=agent) as env:
+        create_classes(env)
+        env.create_pod(pod("victim", "1500m", LOW, terminationGracePeriodSeconds=2))
+        await bound(env, "victim")
+        env.create_pod(pod("high", "1500m", HIGH))
+        await eventually(lambda: condition(env.pod("victim"), "DisruptionTarget"), 5, "DisruptionTarget on victim")
+        c = condition(env.pod("victim"), "DisruptionTarget")
+        assert (c["status"], c["reason"]) == ("True", "PreemptionByScheduler")
+        assert c["message"] == "tandem-scheduler: preempting to accommodate a higher priority pod"
+        await eventually(lambda: (env.pod("high") or {}).get("status", {}).get("nominatedNodeName") == "n1", 5,
+                         "high nominated to n1")
+        # a lower-priority pod arriving while the victim terminates must not take the room
+        env.create_pod(pod("mid", "500m", MID))
+        await stays(lambda: not env.node_of("high") and not env.node_of("mid"), 1.0,
+                    "nothing binds while the victim terminates")
+        await bound(env, "high", timeout=10)
+        await unschedulable(env, "mid")
+        assert not env.node_of("mid")
+
+
+async def test_never_policy_and_equal_priority_preempt_nothing(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("low", "1500m", LOW))
+        await bound(env, "low")
+        env.create_pod(pod("never", "1500m", HIGH_NEVER))
+        c = await unschedulable(env, "never")
+        assert c["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                "preemption: not eligible due to preemptionPolicy=Never..")
+        env.create_pod(pod("equal", "1500m", LOW))
+        c = await unschedulable(env, "equal")
+        assert c["message"] == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
+                                "available: 1 No preemption victims found for incoming pod..")
+        await stays(lambda: env.pod("low") is not None, 0.5, "low is never evicted")
+
+
+async def test_futile_preemption_evicts_nothing(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2"), make_node("n2", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("low-1", "1", LOW))
+        env.create_pod(pod("low-2", "1", LOW))
+        await bound(env, "low-1", "low-2")
+        env.create_pod(pod("huge", "3", HIGH))   # larger than any node: unresolvable
+        c = await unschedulable(env, "huge")
+        assert "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.." in c["message"]
+        await stays(lambda: env.pod("low-1") is not None and env.pod("low-2") is not None, 0.5, "no victims")
