@@ -169,8 +169,9 @@ class DefaultPreemption:
         if ev is not None:
             ev.attempted()
         fw = self.handle.framework
-        if fw is not None and fw.gang is not None and fw.gang.gang_key(pod):
-            return None, Status(Code.UNSCHEDULABLE)   # the group cycle preempts for the whole gang
+        key = fw.gang.gang_key(pod) if fw is not None and fw.gang is not None else None
+        if key:
+            return self.preempt_for_gang(pod, key)
         ok, msg = self.eligible(pod, diagnosis)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
@@ -182,6 +183,89 @@ class DefaultPreemption:
         if ev is not None:
             ev.preempt(fw, pod, best.node, best.victims, sync=not self.args.async_preemption)
         return PostFilterResult(nominated_node=best.node), _OK
+
+    # ------------------------------------------------------------------ gangs
+
+    def preempt_for_gang(self, pod: Pod, key: str) -> tuple[PostFilterResult | None, Status]:
+        """A gang member fits nowhere: plan a node for every member of the gang without one, preempting where
+        needed, each plan seeing the victims and members planned before it; commit only if the gang reaches
+        its quorum, else evict nothing. The members planned are nominated and held until the evictions end."""
+        fw = self.handle.framework
+        gangs = self.handle.gangs
+        pg = gangs.group(key)
+        if pg is None:
+            return None, Status(Code.UNSCHEDULABLE)
+        placed = gangs.placed_members(key)
+        need = pg.quorum - len(placed)
+        if need <= 0:
+            return None, Status(Code.UNSCHEDULABLE)   # whole already: a member beyond the quorum preempts nobody
+        pods = self.handle.pods
+        members = [pods.get(u) for u in gangs.member_uids(key) if u not in placed]
+        members = [m for m in members if m is not None and not m.node_name and not m.deleting
+                   and m.scheduler_name == pod.scheduler_name]
+        if any(m.preemption_policy == "Never" for m in members):
+            return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_NEVER)
+        if any(self.handle.preemption is not None and self.handle.preemption.is_preempting(m.uid) for m in members):
+            return None, Status(Code.UNSCHEDULABLE)   # its evictions are still under way
+        members.sort(key=lambda m: (m.uid != pod.uid, -m.requests.get("cpu", 0), -m.requests.get("memory", 0),
+                                    m.name))
+        plan: list[tuple[Pod, str, list[Pod]]] = []
+        try:
+            plan = self._plan_gang(members)
+        except _DryRunError as e:
+            return None, e.status
+        planned = len(plan)
+        if planned < need or not any(vs for _, _, vs in plan):
+            return None, Status(Code.UNSCHEDULABLE)   # evict nothing: the gang would not be whole, or need not
+        ev = self.handle.preemption
+        if ev is not None:
+            ev.preempt_group(fw, plan, sync=not self.args.async_preemption)
+        mine = next((n for m, n, _ in plan if m.uid == pod.uid), "")
+        return PostFilterResult(nominated_node=mine), _OK
+
+    def _plan_gang(self, members: list[Pod]) -> list[tuple[Pod, str, list[Pod]]]:
+        fw = self.handle.framework
+        cache = self.handle.cache
+        nodes = self.handle.nodes
+        plan: list[tuple[Pod, str, list[Pod]]] = []
+        lifted: list[Any] = []
+        assumed: list[Pod] = []
+        try:
+            for m in members:
+                s = CycleState()
+                rows, st, diag = fw.run_pre_filter(s, m)
+                if st.code == Code.ERROR:
+                    raise _DryRunError(st)
+                if not st.is_success():
+                    continue
+                feasible, st = fw.run_filter_with_nominated(s, m, rows, diag)
+                if st.code == Code.ERROR:
+                    raise _DryRunError(st)
+                diag.num_all_nodes = len(nodes)
+                victims: list[Pod] = []
+                if len(feasible):
+                    total, st = fw.run_score(s, m, feasible)
+                    row = int(feasible[int(np.argmax(total))]) if st.is_success() else int(feasible[0])
+                    node = nodes.names[row]
+                else:
+                    cands, _ = self.find_candidates(s, m, diag)
+                    if not cands:
+                        continue   # this member would not fit even so: nothing is evicted for it
+                    best = self.select(cands)
+                    node, victims = best.node, best.victims
+                    for v in victims:
+                        st_v = cache.lift(v.uid)
+                        if st_v is not None:
+                            lifted.append(st_v)
+                cache.assume(m, node)
+                assumed.append(m)
+                plan.append((m, node, victims))
+        finally:
+            for m in assumed:
+                cache.forget(m)
+            for st_v in reversed(lifted):
+                cache.restore(st_v)
+        return plan
 
     def priority_of(self, p: Pod) -> int:
         """A pod's priority for preemption: its PodGroup's when that sets one."""

@@ -125,3 +125,62 @@ async def test_futile_preemption_evicts_nothing(tmp_path):
         c = await unschedulable(env, "huge")
         assert "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.." in c["message"]
         await stays(lambda: env.pod("low-1") is not None and env.pod("low-2") is not None, 0.5, "no victims")
+
+
+# ---------------------------------------------------------------------------- gangs
+
+
+def gang_cfg() -> Any:
+    from tests.integration.test_gangs import gang_config
+    return gang_config()
+
+
+async def create_group(env: Any, name: str, min_member: int, whole: bool = False) -> None:
+    body: dict[str, Any] = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": min_member}}
+    if whole:
+        body["metadata"]["annotations"] = {"scheduling.tandem.dev/disruption-mode": "PodGroup"}
+    await env.client.create("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups", body)
+
+
+def member(name: str, group: str, cpu: str, priority: str) -> dict[str, Any]:
+    return pod(name, cpu, priority, labels={"scheduling.x-k8s.io/pod-group": group, "app": group})
+
+
+async def test_a_gang_preempts_for_all_its_members_at_once_or_evicts_nothing(tmp_path):
+    nodes = [make_node(f"n{i}", cpu="2") for i in range(3)]
+    async with running(tmp_path, nodes, gang_cfg()) as env:
+        create_classes(env)
+        for i in range(3):
+            env.create_pod(pod(f"low-{i}", "1500m", LOW))
+        await bound(env, *(f"low-{i}" for i in range(3)))
+        # four members of 1.5 cpu on three 2-cpu nodes: even evicting everything, one would not fit
+        await create_group(env, "big", 4)
+        for i in range(4):
+            env.create_pod(member(f"big-{i}", "big", "1500m", HIGH))
+        await unschedulable(env, "big-0")
+        await stays(lambda: all(env.pod(f"low-{i}") is not None for i in range(3)), 1.0,
+                    "a gang that cannot be whole evicts nobody")
+        # three members fit once all three low pods go: all evicted in one go, the gang bound whole
+        await create_group(env, "fits", 3)
+        for i in range(3):
+            env.create_pod(member(f"fits-{i}", "fits", "1500m", HIGH))
+        await bound(env, "fits-0", "fits-1", "fits-2", timeout=15)
+        assert all(env.pod(f"low-{i}") is None for i in range(3))
+        assert not any(env.node_of(f"big-{i}") for i in range(4))
+
+
+async def test_a_victim_gang_with_disruption_mode_pod_group_is_evicted_whole(tmp_path):
+    nodes = [make_node(f"n{i}", cpu="2") for i in range(2)]
+    async with running(tmp_path, nodes, gang_cfg()) as env:
+        create_classes(env)
+        await create_group(env, "batch", 2, whole=True)
+        for i in range(2):
+            env.create_pod(member(f"batch-{i}", "batch", "1500m", LOW))
+        await bound(env, "batch-0", "batch-1")
+        assert env.node_of("batch-0") != env.node_of("batch-1")
+        env.create_pod(pod("high", "1500m", HIGH))
+        await bound(env, "high", timeout=15)
+        # one node was enough for high, but the gang goes whole: never left below its minMember
+        await eventually(lambda: env.pod("batch-0") is None and env.pod("batch-1") is None, 10,
+                         "both members of the victim gang evicted")
