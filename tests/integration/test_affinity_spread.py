@@ -175,7 +175,9 @@ async def test_tektons_affinity_assistant_tasks_follow_the_placeholder_and_wait_
         (waiting,) = [n for n in tasks if not env.node_of(n)]
         c = await unschedulable(env, waiting)
         assert c["message"] == ("0/3 nodes are available: 1 Insufficient cpu, "
-                                "2 node(s) didn't match pod affinity rules."), c["message"]
+                                "2 node(s) didn't match pod affinity rules. preemption: 0/3 nodes are available: "
+                                "1 No preemption victims found for incoming pod, "
+                                "2 Preemption is not helpful for scheduling.."), c["message"]
 
 
 # ---------------------------------------------------------------------------- PodTopologySpread
@@ -192,7 +194,8 @@ async def test_zone_spread_with_a_full_small_zone_stops_the_others_at_max_skew(t
         assert zones == {"a": 1, "b": 2, "c": 2}
         (c,) = [await unschedulable(env, n) for n in names if not env.node_of(n)][:1]
         assert c["message"] == ("0/5 nodes are available: 1 Insufficient cpu, "
-                                "4 node(s) didn't match pod topology spread constraints."), c["message"]
+                                "4 node(s) didn't match pod topology spread constraints. preemption: 0/5 nodes "
+                                "are available: 5 No preemption victims found for incoming pod.."), c["message"]
 
 
 async def test_min_domains_treats_the_global_minimum_as_zero_until_enough_zones_exist(tmp_path):

@@ -16,7 +16,7 @@ from typing import Any
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.resources import lookup
 from tests.integration.test_scheduler import (
-    bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+    bound, config, eventually, make_node, make_pod, running, stays, unschedulable,
 )
 
 PRIORITY_CLASSES = lookup("scheduling.k8s.io", "v1", "priorityclasses")
