@@ -257,8 +257,8 @@ def _affinity_ok(nodes: "NodeTable", s: _FilterState, rows: np.ndarray) -> np.nd
 @register
 class InterPodAffinity:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "PreFilterExtensions", "Filter", "PreScore", "Score",
-                                  "NormalizeScore"})
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "PreFilterExtensions", "Filter", "PreScore",
+                                  "Score", "NormalizeScore"})
     Args = InterPodAffinityArgs
 
     def __init__(self, args: InterPodAffinityArgs | None, handle: Any) -> None:
@@ -440,11 +440,8 @@ class InterPodAffinity:
         anti_keys = [t.topology_key for t in (aff.required_anti if aff is not None else ())
                      if t.selection.matches(other.namespace, other.labels, other_ns)]
         theirs = other.pod_affinity.required_anti if other.pod_affinity is not None else ()
-        if theirs:
-            ns_labels = counts.ns_labels(pod.namespace)
-            existing_keys = [t.topology_key for t in theirs if t.selection.matches(pod.namespace, pod.labels, ns_labels)]
-        else:
-            existing_keys = []
+        ns_labels = counts.ns_labels(pod.namespace)
+        existing_keys = [t.topology_key for t in theirs if t.selection.matches(pod.namespace, pod.labels, ns_labels)]
         if not affinity_keys and not anti_keys and not existing_keys:
             return _OK
         affinity_counts, changed_affinity = _moved(s.affinity_counts, affinity_keys, nodes, row, delta)
