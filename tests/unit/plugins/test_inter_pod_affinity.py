@@ -423,21 +423,21 @@ def test_filter_answers_for_the_rows_it_is_given() -> None:
 # ---------------------------------------------------------------------------- AddPod / RemovePod
 # (upstream's TestPreFilterStateAddRemovePod, and what preemption's dry runs rely on)
 
-def counts_of(state: CycleState, cache: Cache) -> dict[str, dict[tuple[str, str], int]]:
-    """PreFilter's counts in ``state`` by (topology key, value), without the zeros (upstream's maps)."""
-    s = state.read(PRE_FILTER_KEY)
+def counts_of(pl: InterPodAffinity, state: CycleState, pod: Pod, cache: Cache) -> dict[str, dict[tuple[str, str], int]]:
+    """The counts behind ``state``'s masks by (topology key, value), without the zeros (upstream's maps)."""
+    c = pl._counts_of(state.read(PRE_FILTER_KEY), pod, cache.nodes)
 
     def named(domains: Any) -> dict[tuple[str, str], int]:
         return {(key, cache.nodes.label_values(key)[v]): int(n) for key, per in domains for v, n in enumerate(per) if n}
-    return {"affinity": named(s.affinity_counts), "anti": named(s.anti_counts), "existing": named(s.existing_counts)}
+    return {"affinity": named(c.affinity), "anti": named(c.anti), "existing": named(c.existing)}
 
 
 def fresh_counts(pl: InterPodAffinity, pod: Pod, cache: Cache) -> dict[str, dict[tuple[str, str], int]] | None:
-    """The counts a PreFilter computes now; None when it skips."""
+    """The counts of a PreFilter run now; None when it skips."""
     state = CycleState()
     if pl.pre_filter(state, pod, cache.nodes)[1].code == Code.SKIP:
         return None
-    return counts_of(state, cache)
+    return counts_of(pl, state, pod, cache)
 
 
 def all_pass(cache: Cache) -> dict[str, str | None]:
@@ -484,15 +484,15 @@ def test_add_pod_then_remove_pod_move_the_counts_as_prefilter_would(pending: Pod
     cache = make_cache(UP_NODES, existing)
     pl = plugin(cache)
     state = prefiltered(pl, pending, cache)
-    before = counts_of(state, cache)
+    before = counts_of(pl, state, pending, cache)
     assert pl.add_pod(state, pending, added, cache.nodes.row(added.node_name)).is_success()
-    got = counts_of(state, cache)
+    got = counts_of(pl, state, pending, cache)
     assert (got["anti"], got["affinity"]) == (want_anti, want_affinity)
     cache.add_pod(added)
     assert got == fresh_counts(pl, pending, cache)
     assert filter_with(pl, state, pending, cache) == run_filter(pl, pending, cache)
     assert pl.remove_pod(state, pending, added, cache.nodes.row(added.node_name)).is_success()
-    assert counts_of(state, cache) == before
+    assert counts_of(pl, state, pending, cache) == before
 
 
 WEB = {"app": "web"}
@@ -576,6 +576,25 @@ def test_add_pod_on_a_clone_leaves_the_original_state_alone() -> None:
     assert filter_with(pl, removed, pod, cache) == {"a": None, "b": None, "c": None, "d": AFF}   # the first pod again
     assert filter_with(pl, added, pod, cache) == {"a": ANTI, "b": ANTI, "c": ANTI, "d": AFF}
     assert filter_with(pl, state, pod, cache) == before == {"a": ANTI, "b": ANTI, "c": AFF, "d": AFF}
+
+
+def test_prefilter_keeps_no_counts_and_the_first_update_keeps_them_for_every_clone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(ZONES, [VICTIM])
+    pl = plugin(cache)
+    pod = make_pod(anti=AWAY_FROM_WEB_IN_ZONE)
+    state = prefiltered(pl, pod, cache)
+    assert state.read(PRE_FILTER_KEY).counts == []
+    worked_out = []
+    count = pl._count
+    monkeypatch.setattr(pl, "_count", lambda *args: worked_out.append(1) or count(*args))
+    first, second = state.clone(), state.clone()
+    assert pl.remove_pod(first, pod, VICTIM, cache.nodes.row("a")).is_success()
+    assert pl.add_pod(second, pod, NOMINATED, cache.nodes.row("c")).is_success()
+    assert worked_out == [1]
+    assert len(state.read(PRE_FILTER_KEY).counts) == 1
+    assert filter_with(pl, first, pod, cache) == {"a": None, "b": None, "c": None, "d": None}
+    assert filter_with(pl, second, pod, cache) == {"a": ANTI, "b": ANTI, "c": ANTI, "d": None}
 
 
 def test_add_pod_without_prefilter_state_is_an_error() -> None:
@@ -1194,12 +1213,13 @@ def check_update(pl: InterPodAffinity, pod: Pod, cache: Cache, other: Pod, add: 
     state = CycleState()
     ran = pl.pre_filter(state, pod, cache.nodes)[1].code != Code.SKIP   # the extensions run only after it did
     if ran:
-        before = filter_with(pl, state, pod, cache), counts_of(state, cache)
+        before = filter_with(pl, state, pod, cache)
         clone = state.clone()
         row = cache.nodes.row(other.node_name)
         assert (pl.add_pod(clone, pod, other, row) if add else pl.remove_pod(clone, pod, other, row)).is_success()
-        assert (filter_with(pl, state, pod, cache), counts_of(state, cache)) == before
-        got, got_counts = filter_with(pl, clone, pod, cache), counts_of(clone, cache)
+        assert filter_with(pl, state, pod, cache) == before
+        assert counts_of(pl, state, pod, cache) == fresh_counts(pl, pod, cache)
+        got, got_counts = filter_with(pl, clone, pod, cache), counts_of(pl, clone, pod, cache)
     if add:
         cache.add_pod(other)
     else:
