@@ -818,9 +818,8 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
-        if (rt.group, rt.kind) in defaults.SCHEME_DEFAULTS:
-            self._default(rt, obj)
-            defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
+        self._default(rt, obj)
+        defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
     @staticmethod
     def _default(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -1086,7 +1085,8 @@ def _binding_decodes(meta: Any, target: Any) -> bool:
 # kinds whose status strategy resets only spec, so that a status write keeps the body's labels,
 # annotations and finalizers (a custom resource's resets all of metadata)
 _STATUS_WRITES_METADATA = frozenset({("", "Pod"), ("", "Node"), ("", "Service"), ("", "ReplicationController"),
-                                     ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
+                                     ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
+                                     ("policy", "PodDisruptionBudget")})
 
 # metadata an update never changes (rest.BeforeUpdate and the strategies)
 _SYSTEM_META = ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
