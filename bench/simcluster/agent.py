@@ -23,12 +23,12 @@
   pod garbage collector marks them.
 
 It reads the store directly (a cursor over the pods and nodes tables), not
-over HTTP: it is part of the simulated cluster, not a client of it.
+over HTTP: it is part of the simulated cluster, not a client of it (see
+:mod:`bench.simcluster.looping`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import logging
 import random
@@ -38,8 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.simcluster import errors
+from bench.simcluster.looping import StoreLoop
 from bench.simcluster.resources import lookup
-from bench.simcluster.store import DELETED, MATCH_ALL, Dropped, Store, Watcher
+from bench.simcluster.store import DELETED, MATCH_ALL, Store, Watcher
 
 log = logging.getLogger("simcluster.agent")
 
@@ -62,8 +63,9 @@ class AgentConfig:
     seed: int | None = None
 
 
-class NodeAgent:
+class NodeAgent(StoreLoop):
     def __init__(self, store: Store, config: AgentConfig) -> None:
+        super().__init__("simcluster-node-agent", config.tick, log)
         self.store = store
         self.config = config
         self._rng = random.Random(config.seed)
@@ -73,40 +75,14 @@ class NodeAgent:
         # ("running", "failed"). A due entry acts only while it is still the latest plan of its key,
         # so a superseded one (a shortened grace period, a pod replaced under the same name) is inert.
         self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
-        self._task: asyncio.Task[None] | None = None
         self.started = 0
         self.failed = 0
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="simcluster-node-agent")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
     # ------------------------------------------------------------------ loop
 
-    async def _run(self) -> None:
-        pods = nodes = None
-        while True:
-            try:
-                if pods is None or nodes is None:
-                    pods, nodes = self._resync()
-                self._drain(pods, nodes)
-                self._act(time.monotonic())
-                await asyncio.sleep(self.config.tick)
-            except Dropped:
-                pods = nodes = None  # fell behind the watch window: rescan everything
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("node agent step failed; continuing")
-                await asyncio.sleep(0.5)
+    def _step(self, cursors: tuple[Watcher, Watcher]) -> None:
+        self._drain(*cursors)
+        self._act(time.monotonic())
 
     def _resync(self) -> tuple[Watcher, Watcher]:
         rv = str(self.store.rv)
