@@ -25,7 +25,8 @@ from bench.simcluster.faults import FaultRule, Faults
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.simcluster",
-                                description="A kube-apiserver stand-in with simulated nodes and a kubelet stand-in.")
+                                description="A kube-apiserver stand-in with simulated nodes, a kubelet stand-in "
+                                            "and a disruption controller.")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     p.add_argument("--nodes", type=int, default=0, help="nodes to create from the template")
     p.add_argument("--zones", type=int, default=3, help="spread nodes over this many zones (label topology.kubernetes.io/zone)")
@@ -34,13 +35,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-window", type=int, default=20_000,
                    help="events retained per resource; watches from older resourceVersions get 410 Expired")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
-    p.add_argument("--no-agent", action="store_true", help="do not run the node agent (pods stay Pending after binding)")
+    p.add_argument("--no-agent", action="store_true",
+                   help="do not run the node agent nor the disruption controller (pods stay Pending after binding)")
     p.add_argument("--ready-delay", type=float, default=1.0, help="seconds from bind to Running and Ready")
     p.add_argument("--run-time", type=float, default=0.0, help="seconds a running pod runs before it Succeeds (0: forever)")
     p.add_argument("--termination-delay", type=termination_delay, default=AgentConfig().termination_delay,
                    metavar="SECONDS|grace",
                    help="seconds from a graceful delete to the pod's removal, at most its grace period "
-                        "('grace': the whole grace period; per pod: annotation simcluster.tandem.dev/termination-seconds)")
+                        "('grace': the whole grace period; per pod: annotation "
+                        "simcluster.tandem.dev/termination-seconds)")
     p.add_argument("--fault", action="append", default=[], metavar="VERB:RESOURCE:key=value,...",
                    help="inject faults, e.g. create:pods/binding:error_rate=0.1,error_code=500 "
                         "or '*:*:throttle_rate=0.05,retry_after=1' or list:pods:latency=0.2")
