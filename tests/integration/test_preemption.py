@@ -79,22 +79,27 @@ async def test_a_high_priority_pod_evicts_the_fewest_lower_priority_pods_it_need
 
 async def test_victims_get_disruption_target_and_the_preemptor_waits_for_them_to_terminate(tmp_path):
     agent = AgentConfig(ready_delay=0.05, tick=0.01, termination_delay=None)   # grace periods in full
-    async with running(tmp_path, [make_node("n1", cpu="2")], fast_config(), agent=agent) as env:
+    async with running(tmp_path, [make_node("n1", cpu="3")], fast_config(), agent=agent) as env:
         create_classes(env)
-        env.create_pod(pod("victim", "1500m", LOW, terminationGracePeriodSeconds=2))
+        env.create_pod(pod("victim", "2", LOW, terminationGracePeriodSeconds=2))
         await bound(env, "victim")
-        env.create_pod(pod("high", "1500m", HIGH))
+        env.create_pod(pod("high", "2", HIGH))
         await eventually(lambda: condition(env.pod("victim"), "DisruptionTarget"), 5, "DisruptionTarget on victim")
         c = condition(env.pod("victim"), "DisruptionTarget")
         assert (c["status"], c["reason"]) == ("True", "PreemptionByScheduler")
         assert c["message"] == "tandem-scheduler: preempting to accommodate a higher priority pod"
+        assert (env.pod("victim")["metadata"] or {}).get("deletionTimestamp"), "terminating, not gone"
         await eventually(lambda: (env.pod("high") or {}).get("status", {}).get("nominatedNodeName") == "n1", 5,
                          "high nominated to n1")
-        # a lower-priority pod arriving while the victim terminates must not take the room
-        env.create_pod(pod("mid", "500m", MID))
+        sched = env.app.scheduler
+        assert sched.cache.nominations.get(env.pod("high")["metadata"]["uid"]) == "n1"
+        # a lower-priority pod arriving while the victim terminates must not take the room: the victim still
+        # counts, and once it is gone the nomination holds 2 cpu for high (mid would fit in the 3 freed)
+        env.create_pod(pod("mid", "1500m", MID))
         await stays(lambda: not env.node_of("high") and not env.node_of("mid"), 1.0,
                     "nothing binds while the victim terminates")
         await bound(env, "high", timeout=10)
+        assert env.pod("victim") is None
         await unschedulable(env, "mid")
         assert not env.node_of("mid")
 
@@ -184,3 +189,39 @@ async def test_a_victim_gang_with_disruption_mode_pod_group_is_evicted_whole(tmp
         # one node was enough for high, but the gang goes whole: never left below its minMember
         await eventually(lambda: env.pod("batch-0") is None and env.pod("batch-1") is None, 10,
                          "both members of the victim gang evicted")
+
+
+async def test_the_node_with_the_least_important_victims_is_chosen(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2"), make_node("n2", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("mid", "1500m", MID, nodeSelector={"kubernetes.io/hostname": "n1"}))
+        env.create_pod(pod("low", "1500m", LOW, nodeSelector={"kubernetes.io/hostname": "n2"}))
+        await bound(env, "mid", "low")
+        env.create_pod(pod("high", "1500m", HIGH))
+        assert (await bound(env, "high"))["high"] == "n2"
+        assert env.pod("low") is None and env.pod("mid") is not None
+
+
+async def test_a_pod_protected_by_a_pdb_is_spared_when_another_node_will_do(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2"), make_node("n2", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("guarded", "1500m", LOW, labels={"app": "db"},
+                           nodeSelector={"kubernetes.io/hostname": "n1"}))
+        env.create_pod(pod("free", "1500m", LOW, labels={"app": "batch"},
+                           nodeSelector={"kubernetes.io/hostname": "n2"}))
+        await bound(env, "guarded", "free")
+        await env.client.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+
+        async def counted() -> bool:
+            pdb = await env.client.get("/apis/policy/v1/namespaces/default/poddisruptionbudgets/db")
+            st = pdb.get("status") or {}
+            return st.get("currentHealthy") == 1 and st.get("disruptionsAllowed") == 0
+
+        await eventually(counted, 5, "the disruption controller to count the guarded pod")
+        await eventually(lambda: "default/db" in env.app.scheduler.pdbs
+                         and env.app.scheduler.pdbs["default/db"].disruptions_allowed == 0, 5, "the PDB informer")
+        env.create_pod(pod("high", "1500m", HIGH))
+        assert (await bound(env, "high"))["high"] == "n2"
+        assert env.pod("guarded") is not None and env.pod("free") is None
