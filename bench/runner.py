@@ -30,9 +30,12 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
 
 Names are explicit (``<generateName><run id>-<n>``) so that the created time
 can be keyed before the server answers, and so that runs never collide on a
-real cluster. Deletes use gracePeriodSeconds 0: with no kubelet (the
-simulated cluster runs without its agent) a graceful delete of a bound pod
-would never finish. This module never starts or stops processes; see
+real cluster. The exception is a createAny of one object whose template has
+a ``metadata.name``: it keeps that name, so that pods can refer to it (a
+PriorityClass), and one left by an earlier run is reused only if it holds
+what the template says. Deletes use gracePeriodSeconds 0: with no kubelet
+(the simulated cluster runs without its agent) a graceful delete of a bound
+pod would never finish. This module never starts or stops processes; see
 :mod:`bench.target`.
 """
 
@@ -207,6 +210,23 @@ def _prefix(template: dict[str, Any], default: str) -> str:
 def _api_base(api_version: str) -> str:
     """``/api/v1`` for the core group, ``/apis/GROUP/VERSION`` otherwise: where discovery and the resources are."""
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def _first_difference(wanted: Any, actual: Any, where: str = "") -> str | None:
+    """The first field path (``spec.selector``) at which ``actual`` does not hold ``wanted``, or None.
+
+    A map holds another when it holds each of its keys' values; anything
+    else must be equal.
+    """
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return where or "the top level"
+        for k, v in wanted.items():
+            found = _first_difference(v, actual.get(k), f"{where}.{k}" if where else k)
+            if found is not None:
+                return found
+        return None
+    return None if wanted == actual else f"{where} (wanted {wanted!r}, found {actual!r})"
 
 
 def _plural_path(api_version: str, kind: str, namespace: str | None) -> str:
@@ -536,20 +556,28 @@ class _Run:
             await self._namespace(op.namespace)
         base = _api_base(api_version)
         path = f"{base}/namespaces/{op.namespace}/{plural}" if namespaced else f"{base}/{plural}"
-        meta0 = {k: v for k, v in (tmpl.get("metadata") or {}).items() if k not in ("name", "generateName")}
+        raw_meta = tmpl.get("metadata") or {}
+        meta0 = {k: v for k, v in raw_meta.items() if k not in ("name", "generateName")}
         if not namespaced:
             meta0.pop("namespace", None)
+        # one object named by the template keeps that name (as createNodes does): other objects refer to it
+        # by name, as pods name their PriorityClass
+        fixed = raw_meta.get("name") if op.count == 1 and not raw_meta.get("generateName") else None
         prefix = _prefix(tmpl, f"{kind.lower()}-")
         done = 0
         self.progress(op.label, 0, op.count)
 
         async def one(i: int) -> None:
             nonlocal done
-            meta = {**meta0, "name": f"{prefix}{self.run_id}-{next(self.seq)}"}
+            meta = {**meta0, "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
             if namespaced:
                 meta["namespace"] = op.namespace
+            body = {**tmpl, "metadata": meta}
             try:
-                await self._create(path, {**tmpl, "metadata": meta})
+                if fixed:
+                    await self._create_or_reuse(f"{kind} {fixed}", path, body)
+                else:
+                    await self._create(path, body)
             except NotFound as exc:
                 raise RunError(f"the server answered 404 for {kind} ({api_version}) at POST {path}: it does not "
                                f"serve {plural}: {exc}") from exc
@@ -557,6 +585,27 @@ class _Run:
             self.progress(op.label, done, op.count)
 
         await self._each(op, range(op.count), one)
+
+    async def _create_or_reuse(self, what: str, path: str, body: dict[str, Any]) -> None:
+        """Create an object with a fixed name; one that exists already (an earlier run's) must say what ``body`` says.
+
+        Only the fields the body sets are compared, so what the server
+        defaulted does not count. RunError when they differ: a PriorityClass
+        of another value would silently change what the workload measures.
+        """
+        try:
+            await self.client.create(path, body)
+            return
+        except Conflict as exc:
+            if not exc.already_exists:
+                raise
+        existing = await self.client.get(f"{path}/{body['metadata']['name']}")
+        wanted = {k: v for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
+        wanted_meta = {k: v for k, v in body["metadata"].items() if k in ("labels", "annotations")}
+        differs = _first_difference({**wanted, "metadata": wanted_meta}, existing)
+        if differs is not None:
+            raise RunError(f"{what} exists already and differs from the template at {differs}: delete it, or "
+                           f"name another in the template")
 
     async def _resource_of(self, op: Op, api_version: str, kind: str) -> tuple[str, bool]:
         """(plural, namespaced) of ``kind`` from the server's discovery; RunError when it does not serve it."""

@@ -198,7 +198,7 @@ async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by
       template: {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {generateName: pdb-, labels: {a: b}},
                  spec: {minAvailable: 1, selector: {matchLabels: {app: x}}}}
     - opcode: createAny
-      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {generateName: high-}, value: 1000}
     """)
     await run_workload(workload, target, "nobody", Recorder())
     pdbs = (await target.client.list("/apis/policy/v1/namespaces/budgets/poddisruptionbudgets"))["items"]
@@ -206,6 +206,39 @@ async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by
                                   for p in pdbs)
     classes = (await target.client.list("/apis/scheduling.k8s.io/v1/priorityclasses"))["items"]
     assert [c["value"] for c in classes if c["metadata"]["name"].startswith("high-")] == [1000]
+
+
+PRIORITY_CLASS = """\
+- opcode: createAny
+  template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: bench-high}, value: 1000}
+- opcode: createPods
+  count: 2
+  skipWaitToCompletion: true
+  podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-},
+                spec: {priorityClassName: bench-high, containers: [{name: c, image: pause}]}}
+"""
+
+
+async def test_create_any_of_one_named_object_keeps_its_name_so_that_pods_can_name_their_priority_class(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Any", PRIORITY_CLASS)
+    await run_workload(workload, target, "nobody", Recorder())
+    await run_workload(workload, target, "nobody", Recorder())   # a second run reuses the class
+    pc = await target.client.get("/apis/scheduling.k8s.io/v1/priorityclasses/bench-high")
+    assert pc["value"] == 1000
+    pods = (await target.client.list("/api/v1/pods"))["items"]
+    assert len(pods) == 4 and {p["spec"]["priority"] for p in pods} == {1000}
+
+
+async def test_create_any_of_a_named_object_that_exists_with_other_fields_fails_naming_the_field(sim, tmp_path):
+    _, target = sim
+    await target.client.create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                               {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": "bench-high"}, "value": 7})
+    workload = ops_workload(tmp_path, "Any", PRIORITY_CLASS)
+    with pytest.raises(RunError, match=r"Any/W op 0 \(createAny\): PriorityClass bench-high exists already and "
+                                       r"differs from the template at value \(wanted 1000, found 7\)"):
+        await run_workload(workload, target, "nobody", Recorder())
 
 
 @pytest.mark.parametrize("template,namespace,message", [
