@@ -35,8 +35,18 @@ a ``metadata.name``: it keeps that name, so that pods can refer to it (a
 PriorityClass), and one left by an earlier run is reused only if it holds
 what the template says. Deletes use gracePeriodSeconds 0: with no kubelet
 (the simulated cluster runs without its agent) a graceful delete of a bound
-pod would never finish. This module never starts or stops processes; see
-:mod:`bench.target`.
+pod would never finish.
+
+For the same reason the runner plays the kubelet's last step for the pods it
+created that carry ``simcluster.tandem.dev/termination-seconds`` (the
+annotation the simulated cluster's node agent honours): when someone else
+(a scheduler preempting) deletes one gracefully, the runner finishes the
+delete (gracePeriodSeconds 0, the pod's uid as precondition) that many
+seconds after the watch shows it terminating, at most its grace period
+later. Where an agent or a kubelet does it first, the runner's delete finds
+nothing and is dropped.
+
+This module never starts or stops processes; see :mod:`bench.target`.
 """
 
 from __future__ import annotations
@@ -62,7 +72,8 @@ from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError
 log = logging.getLogger("tandem.bench.runner")
 
 CONCURRENCY = 64            # requests in flight per op
-DELETE_WORKERS = 16         # whenBound deleters
+DELETE_WORKERS = 16         # whenBound deleters, and finishers of graceful deletes
+TERMINATION_SECONDS = "simcluster.tandem.dev/termination-seconds"   # the node agent's annotation
 WATCH_TIMEOUT = 600         # seconds a single watch request lasts before it is renewed
 LIST_PAGE = 5000
 
@@ -84,6 +95,7 @@ class _Pod:
     created: bool = False       # the create call returned
     bound: bool = False
     attempted: bool = False     # a PodScheduled condition (any status): the scheduler has seen it
+    terminating: bool = False   # a deletionTimestamp seen: being deleted, not gone yet
     gone: bool = False
 
 
@@ -120,6 +132,7 @@ class _Pods:
         self.pods: dict[str, _Pod] = {}
         self.waiters: set[_Waiter] = set()
         self.bind_listeners: list[Callable[[str, _Pod, float], None]] = []
+        self.terminating_listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     def add(self, key: str, namespace: str, labels: dict[str, str], counted: bool = True) -> _Pod:
         pod = self.pods[key] = _Pod(namespace, labels, counted)
@@ -171,6 +184,14 @@ class _Pods:
             pod.gone = True
             self._settle(key)
 
+    def terminating(self, key: str, obj: dict[str, Any]) -> None:
+        """``obj``, the pod ``key``, has a deletionTimestamp: tell the listeners, once."""
+        pod = self.pods.get(key)
+        if pod is not None and not pod.terminating and not pod.gone:
+            pod.terminating = True
+            for listener in self.terminating_listeners:
+                listener(key, obj)
+
     def on_event(self, event: dict[str, Any]) -> None:
         obj = event.get("object") or {}
         meta = obj.get("metadata") or {}
@@ -183,7 +204,10 @@ class _Pods:
             self.bound(key, time.time(), node)
         if event.get("type") == "DELETED":
             self.gone(key)
-        elif not pod.attempted and not pod.bound:
+            return
+        if meta.get("deletionTimestamp"):
+            self.terminating(key, obj)
+        if not pod.attempted and not pod.bound:
             for cond in (obj.get("status") or {}).get("conditions") or ():
                 if cond.get("type") == "PodScheduled":
                     self.attempted(key)
@@ -250,6 +274,8 @@ class _Run:
         self.window: tuple[tuple[str, ...], dict[str, str]] | None = None
         self.background: list[asyncio.Task[None]] = []
         self.watch_task: asyncio.Task[None] | None = None
+        self.finishing: asyncio.Queue[tuple[str, str]] | None = None   # graceful deletes due now: (key, uid)
+        self.pods.terminating_listeners.append(self._on_terminating)
         self.handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             CreateNodes: self.create_nodes, CreateNamespaces: self.create_namespaces,
             CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, CreateAny: self.create_any,
@@ -334,6 +360,8 @@ class _Run:
                 node = (obj.get("spec") or {}).get("nodeName")
                 if node:
                     self.pods.bound(key, now, node)
+                if m.get("deletionTimestamp"):
+                    self.pods.terminating(key, obj)
             cont = meta.get("continue")
             if not cont:
                 break
@@ -342,6 +370,43 @@ class _Run:
         log.warning("pod watch expired (410 Gone): relisted; pods bound during the gap get the relist time "
                     "as their bind time")
         return rv
+
+    # ------------------------------------------------------------------ the kubelet's last step
+
+    def _on_terminating(self, key: str, obj: dict[str, Any]) -> None:
+        """Plan the end of a graceful delete of a pod annotated termination-seconds (see the module docstring)."""
+        meta = obj.get("metadata") or {}
+        value = (meta.get("annotations") or {}).get(TERMINATION_SECONDS)
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        if value is None or grace <= 0:
+            return  # not ours to finish, or finishing already (grace 0: the server deletes it now)
+        try:
+            seconds = float(value)
+        except ValueError:
+            log.warning("pod %s: annotation %s=%r is not a number; its delete is left to the cluster",
+                        key, TERMINATION_SECONDS, value)
+            return
+        if self.finishing is None:
+            self.finishing = asyncio.Queue()
+            self.background.append(asyncio.create_task(self._finish_deletes(self.finishing),
+                                                       name=f"{self.workload.full_name} graceful deletes"))
+        asyncio.get_running_loop().call_later(max(0.0, min(seconds, grace)), self.finishing.put_nowait,
+                                              (key, str(meta.get("uid") or "")))
+
+    async def _finish_deletes(self, queue: asyncio.Queue[tuple[str, str]]) -> None:
+        """Delete each queued pod with gracePeriodSeconds 0, if it is still the pod of that uid."""
+        async def worker() -> None:
+            while True:
+                key, uid = await queue.get()
+                ns, _, name = key.partition("/")
+                try:
+                    await self.client.delete_pod(ns, name, uid or None, grace_seconds=0)
+                except (NotFound, Conflict):
+                    pass  # finished by an agent or a kubelet already, or a new pod of that name
+
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(DELETE_WORKERS):
+                tg.create_task(worker())
 
     # ------------------------------------------------------------------ helpers
 

@@ -12,6 +12,8 @@ templates are checked against the API server whatever the scheduler has.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import textwrap
 import time
 from pathlib import Path
@@ -20,7 +22,7 @@ import pytest
 
 from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
-from bench.runner import RunError, run_workload
+from bench.runner import TERMINATION_SECONDS, RunError, run_workload
 from bench.simcluster import SimCluster
 from bench.simcluster import errors as sim_errors
 from bench.target import Target, TargetError, open_target, start_scheduler
@@ -277,3 +279,76 @@ async def test_create_any_answered_404_says_the_server_does_not_serve_the_kind(s
                                        r"\(scheduling.k8s.io/v1\) at POST /apis/scheduling.k8s.io/v1/priorityclasses: "
                                        r"it does not serve priorityclasses"):
         await run_workload(workload, target, "nobody", Recorder())
+
+
+async def test_a_barrier_counts_pods_deleted_before_they_bind_as_done(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Deleted", """\
+    - opcode: createNodes
+      count: 1
+    - opcode: createPods
+      count: 3
+      namespace: doomed
+      skipWaitToCompletion: true
+      podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-}, spec: {containers: [{name: c, image: x}]}}
+    - opcode: deletePods
+      namespace: doomed
+    - opcode: barrier
+      timeout: 5s
+    """)
+    recorder = Recorder()
+    await run_workload(workload, target, "nobody", recorder)   # nobody binds: only the deletes settle the barrier
+    assert len(recorder.pods) == 3 and not recorder.measured()
+    assert all(p.bound is None for p in recorder.pods.values())
+
+
+def graceful_pod(name: str, grace: int, termination_seconds: str | None = None) -> str:
+    """A pod template as one line of JSON (YAML takes it as is)."""
+    meta: dict = {"generateName": f"{name}-"}
+    if termination_seconds is not None:
+        meta["annotations"] = {TERMINATION_SECONDS: termination_seconds}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                       "spec": {"terminationGracePeriodSeconds": grace, "containers": [{"name": "c", "image": "x"}]}})
+
+
+async def test_the_runner_finishes_graceful_deletes_of_pods_annotated_termination_seconds_as_the_agent_would(
+        sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Slow", f"""\
+    - opcode: createNodes
+      count: 1
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("quick", 5, "0.3")}
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("capped", 1, "30")}
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("plain", 5)}
+    - opcode: sleep
+      duration: 3s
+    """)
+    async with BaselineBinder(target.client):
+        run = asyncio.create_task(run_workload(workload, target, BASELINE_SCHEDULER_NAME, Recorder()))
+        try:
+            async with asyncio.timeout(10):
+                while len(pods := (await target.client.list("/api/v1/pods"))["items"]) < 3 or \
+                        not all(p["spec"].get("nodeName") for p in pods):
+                    await asyncio.sleep(0.02)
+                deleted = time.monotonic()
+                for p in pods:   # as a scheduler preempting does: with the pod's own grace period
+                    await target.client.delete_pod(p["metadata"]["namespace"], p["metadata"]["name"])
+                gone_after: dict[str, float] = {}
+                while len(gone_after) < 2:
+                    left = {p["metadata"]["name"].split("-")[0] for p in
+                            (await target.client.list("/api/v1/pods"))["items"]}
+                    for name in {"quick", "capped"} - left - set(gone_after):
+                        gone_after[name] = time.monotonic() - deleted
+                    await asyncio.sleep(0.02)
+        finally:
+            await run
+    assert 0.25 <= gone_after["quick"] < gone_after["capped"]   # after its annotation's 0.3 s
+    assert 0.9 <= gone_after["capped"] < 3                       # after its grace period's 1 s, not 30
+    (plain,) = (await target.client.list("/api/v1/pods"))["items"]
+    assert plain["metadata"]["deletionTimestamp"]                # not annotated: left to the cluster
