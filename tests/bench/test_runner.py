@@ -8,6 +8,9 @@ cluster does not have yet (InterPodAffinity, PodTopologySpread, Services) is
 skipped there, and says which; the affinity workloads also run with the
 baseline binder on a simulated cluster in this process, so that their ops and
 templates are checked against the API server whatever the scheduler has.
+The preemption workloads' Smoke runs are expected to fail until tandem
+preempts (issue 11); test_preemption_workloads.py runs them against a toy
+preemptor meanwhile.
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ import pytest
 from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
 from bench.runner import TERMINATION_SECONDS, RunError, run_workload
-from bench.simcluster import SimCluster
 from bench.simcluster import errors as sim_errors
-from bench.target import Target, TargetError, open_target, start_scheduler
+from bench.target import TargetError, open_target, start_scheduler
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
-from scheduler.apiclient import from_kubeconfig
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
+PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
+# until issue 11 lands nothing preempts: PreemptionBasic and GangPreemption time out, the Async ones pass anyway
+# (their measured pods always fit); whoever merges issue 11 removes this mark
+NEEDS_PREEMPTION = pytest.mark.xfail(reason="needs issue 11 preemption", strict=False)
 SCHEDULER = "tandem-scheduler"
 
 
@@ -47,10 +52,11 @@ def expected_measured(workload) -> int:
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 17 and len(AFFINITY_SMOKE) == 7
+    assert len(SMOKE) == 21 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
-@pytest.mark.parametrize("name", SMOKE)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=NEEDS_PREEMPTION) if n in PREEMPTION_SMOKE else n
+                                  for n in SMOKE])
 async def test_smoke_workload_finishes_with_every_measured_pod_created_and_bound(name, tmp_path):
     workload = find_workload(WORKLOADS, name)
     recorder = Recorder()
@@ -130,18 +136,7 @@ async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_
 
 
 # ---------------------------------------------------------------------------- in this process, no scheduler process
-
-
-@pytest.fixture
-async def sim(tmp_path):
-    """A simulated cluster in this process (no node agent) and a Target on it: fast, and its store is at hand."""
-    kubeconfig = tmp_path / "sim.kubeconfig"
-    async with SimCluster(nodes=0, agent=None, kubeconfig=str(kubeconfig)) as cluster:
-        client = await from_kubeconfig(str(kubeconfig), qps=0)
-        try:
-            yield cluster, Target(kubeconfig=kubeconfig, client=client, sim_process=None, url=cluster.url)
-        finally:
-            await client.close()
+# (the sim fixture is in conftest.py)
 
 
 def ops_workload(tmp_path: Path, test: str, ops: str):
