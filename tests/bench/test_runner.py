@@ -35,9 +35,6 @@ WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
 PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
-# until issue 11 lands nothing preempts: PreemptionBasic and GangPreemption time out, the Async ones pass anyway
-# (their measured pods always fit); whoever merges issue 11 removes this mark
-NEEDS_PREEMPTION = pytest.mark.xfail(reason="needs issue 11 preemption", strict=False)
 SCHEDULER = "tandem-scheduler"
 
 
@@ -55,8 +52,7 @@ def test_every_test_case_has_a_smoke_workload():
     assert len(SMOKE) == 21 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=NEEDS_PREEMPTION) if n in PREEMPTION_SMOKE else n
-                                  for n in SMOKE])
+@pytest.mark.parametrize("name", SMOKE)
 async def test_smoke_workload_finishes_with_every_measured_pod_created_and_bound(name, tmp_path):
     workload = find_workload(WORKLOADS, name)
     recorder = Recorder()
