@@ -237,7 +237,8 @@ class DefaultPreemption:
         cands = self.dry_run(state, pod, order, want, reasons)
         if cands:
             return cands, ""
-        absent = n_all - sum(reasons.values())
+        # upstream's absent nodes: those not dry-run (a node may have given several reasons, so count nodes)
+        absent = n_all - len(potential)
         if absent > 0:
             reasons[NOT_HELPFUL] = reasons.get(NOT_HELPFUL, 0) + absent
         parts = sorted(f"{n} {r}" for r, n in reasons.items())

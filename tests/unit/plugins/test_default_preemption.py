@@ -469,7 +469,6 @@ def test_post_filter_when_remove_pod_fails(nodes: list[Any], pods: list[Pod],
     assert post_filter(env, pod("p", HIGH, LARGE), statuses) == want
 
 
-@bug("a node with two reasons counted twice, so a node outside the dry run went missing")
 def test_every_node_outside_the_dry_run_is_not_helpful_once() -> None:
     """The FitError counts nodes: node1 fails the dry run with two reasons, node2 (its label does not match) is
     "Preemption is not helpful for scheduling", as upstream's absent nodes."""
