@@ -415,8 +415,11 @@ class DefaultPreemption:
     def _violates(p: Pod, pdbs: dict[str, Any], allowed: dict[str, int]) -> bool:
         """filterPodsWithPDBViolation for one pod: count it against every PDB that covers it."""
         violating = False
+        if not p.labels:
+            return False   # upstream: a pod with no labels matches no PDB
         for key, b in pdbs.items():
-            if b.namespace != p.namespace or not b.selector.matches(p.labels):
+            # upstream: a nil or empty selector matches nothing here (the disruption controller reads {} as all)
+            if b.namespace != p.namespace or b.selector.empty or not b.selector.matches(p.labels):
                 continue
             if p.name in b.disrupted_pods:
                 continue   # already being disrupted: counted in the PDB's status

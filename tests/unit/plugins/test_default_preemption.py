@@ -604,12 +604,12 @@ SAME_PDB_PODS = [pod("p1.1", MID, MEDIUM, "node1", APP_FOO), pod("p1.2", MID, ME
                  id="preemption with violation of the pdb with pod whose eviction was processed, the victim which "
                     "belongs to DisruptedPods is treated as 'nonViolating'"),
     pytest.param(FIT, [node("node1")], pod("p", HIGH, VERY_LARGE), SAME_PDB_PODS, [pdb("everything", 0, selector={})],
-                 {"node1": (["p1.1", "p1.2"], 0)}, "", marks=bug("an empty PDB selector matched every pod"),
+                 {"node1": (["p1.1", "p1.2"], 0)}, "",
                  id="a PDB with an empty selector matches nothing, as in upstream's filterPodsWithPDBViolation"),
     pytest.param(FIT, [node("node1")], pod("p", HIGH, VERY_LARGE),
                  [pod("p1.1", MID, MEDIUM, "node1"), pod("p1.2", MID, MEDIUM, "node1")],
                  [pdb("no-foo", 0, selector={"matchExpressions": [{"key": "foo", "operator": "DoesNotExist"}]})],
-                 {"node1": (["p1.1", "p1.2"], 0)}, "", marks=bug("a pod without labels was matched to a PDB"),
+                 {"node1": (["p1.1", "p1.2"], 0)}, "",
                  id="a pod without labels matches no PDB"),
 ])
 def test_dry_run_preemption(profile: list[str], nodes: list[Any], preemptor: Pod, pods: list[Pod], pdbs: list[Any],
