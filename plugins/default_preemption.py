@@ -122,6 +122,16 @@ def num_candidates(n: int, percentage: int, absolute: int) -> int:
     return min(k, n)
 
 
+def _keep(out: list[Candidate], new: list[Candidate], want: int) -> None:
+    """Add ``new`` to ``out`` as upstream's two candidate lists take them: each (PDB-violating, not) holds ``want``."""
+    kept = [sum(1 for c in out if not c.pdb_violations), sum(1 for c in out if c.pdb_violations)]
+    for c in new:
+        k = 1 if c.pdb_violations else 0
+        if kept[k] < want:
+            out.append(c)
+            kept[k] += 1
+
+
 def more_important(a: Pod, b: Pod, prio_a: int, prio_b: int) -> bool:
     if prio_a != prio_b:
         return prio_a > prio_b
@@ -356,7 +366,7 @@ class DefaultPreemption:
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
-                out.extend(self._reprieve_batched(state, pod, batch, slots, vrows))
+                _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
                 nonviolating = sum(1 for c in out if c.pdb_violations == 0)
                 if nonviolating > 0 and len(out) >= want:
                     break
@@ -542,7 +552,7 @@ class DefaultPreemption:
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
                 continue
-            out.extend(self._candidates(np.array([row], dtype=np.int64), u, victim))
+            _keep(out, self._candidates(np.array([row], dtype=np.int64), u, victim), want)
             nonviolating = sum(1 for c in out if c.pdb_violations == 0)
             if nonviolating > 0 and len(out) >= want:
                 break

@@ -647,7 +647,6 @@ def five_pods(prio: dict[int, int] | None = None, foo: tuple[int, ...] = ()) -> 
     pytest.param({"minCandidateNodesPercentage": 40, "minCandidateNodesAbsolute": 2}, five_pods(foo=(1, 2, 5)),
                  [pdb("foo", 0, APP_FOO)], ["p"], [4],
                  [{"node5": (["p5"], 1), "node1": (["p1"], 1), "node3": (["p3"], 0)}],
-                 marks=bug("PDB-violating candidates were kept beyond numCandidates"),
                  id="preemption looks past numCandidates until a non-PDB violating node is found: node5, node1 "
                     "(PDB), node2 (PDB, the violating list is full), node3"),
 ])
