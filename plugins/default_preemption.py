@@ -275,7 +275,16 @@ class DefaultPreemption:
         slot_rows = pt.row[:n]
         m = on[slot_rows]            # free slots have row -1: the extra last entry, always False
         prio = self._effective(m)
-        m &= prio < self.priority_of(pod)
+        mine = self.priority_of(pod)
+        m &= prio < mine
+        if pt.gang_keys:
+            # a gang evicted only whole is no victim while one of its placed members (any node) outranks the pod
+            g = pt.gang[:n]
+            placed = slot_rows >= 0
+            strong = g[placed & (g >= 0) & (self._effective(placed) >= mine)]
+            strong = strong[self._gang_arrays()[1][strong]]
+            if len(strong):
+                m &= ~np.isin(g, strong)
         slots = np.flatnonzero(m)
         return slots, slot_rows[slots], prio[slots]
 
