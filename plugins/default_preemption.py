@@ -401,7 +401,7 @@ class DefaultPreemption:
         allowed_base = {k: b.disruptions_allowed for k, b in pdbs.items()} if pdbs else None
         by_row: dict[int, list[tuple[tuple, list[int], int, int, int]]] = {}
         for (row, g), members in groups.items():
-            prio = int(eff[members[0]])
+            prio = int(eff[members].max())   # a whole gang is as important as its most important member
             start = float(min(pt.start[m] for m in members))
             by_row.setdefault(row, []).append(((-prio, start), members, g if g >= 0 else -1, prio, 0))
         width = pt.req.shape[1]
@@ -497,7 +497,7 @@ class DefaultPreemption:
                         if st is not None and uid not in seen:
                             seen.add(uid)
                             pods.append(st.pod)
-                            prios.append(u.prio[i])
+                            prios.append(self.priority_of(st.pod))
                     continue
                 for m in u.members[i]:
                     uid = pt.uids[m]
@@ -505,7 +505,7 @@ class DefaultPreemption:
                         seen.add(uid)
                         p = cache.pods[uid].pod
                         pods.append(p)
-                        prios.append(u.prio[i])
+                        prios.append(self.priority_of(p))
                         if p.pod_group:
                             gangs.add(int(pt.gang[m]))
             high = max(prios)

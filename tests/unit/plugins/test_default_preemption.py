@@ -1011,7 +1011,6 @@ def test_a_member_that_outranks_the_preemptor_shields_its_whole_gang() -> None:
     assert dry_run(env, pod("p", MID, LARGE)) == ({"node1": (["g-1"], 0)}, "")
 
 
-@bug("a PodGroup-mode gang's victims all took one member's priority")
 def test_a_pod_group_mode_gangs_victims_keep_their_own_priorities() -> None:
     """Whole gangs on both nodes; node1's has a member of priority MID (and one of NEG, placed first), node2's only
     LOW members: node2's highest victim is lower, so node2 wins, and node1's victims list MID first."""
@@ -1159,8 +1158,6 @@ def scenarios(draw: Any) -> tuple[list[Any], list[Pod], list[Any], list[Any], Po
     return nodes, pods, pdbs, groups, preemptor, absolute
 
 
-@pytest.mark.xfail(strict=False, reason="bug in plugins/default_preemption.py: a PodGroup-mode gang's victims "
-                                        "all took one member's priority")
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_property_the_batched_and_the_per_node_dry_runs_agree(scenario: Any) -> None:
