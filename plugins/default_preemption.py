@@ -122,6 +122,16 @@ def num_candidates(n: int, percentage: int, absolute: int) -> int:
     return min(k, n)
 
 
+def _keep(out: list[Candidate], new: list[Candidate], want: int) -> None:
+    """Add ``new`` to ``out`` as upstream's two candidate lists take them: each (PDB-violating, not) holds ``want``."""
+    kept = [sum(1 for c in out if not c.pdb_violations), sum(1 for c in out if c.pdb_violations)]
+    for c in new:
+        k = 1 if c.pdb_violations else 0
+        if kept[k] < want:
+            out.append(c)
+            kept[k] += 1
+
+
 def more_important(a: Pod, b: Pod, prio_a: int, prio_b: int) -> bool:
     if prio_a != prio_b:
         return prio_a > prio_b
@@ -321,7 +331,8 @@ class DefaultPreemption:
         cands = self.dry_run(state, pod, order, want, reasons)
         if cands:
             return cands, ""
-        absent = n_all - sum(reasons.values())
+        # upstream's absent nodes: those not dry-run (a node may have given several reasons, so count nodes)
+        absent = n_all - len(potential)
         if absent > 0:
             reasons[NOT_HELPFUL] = reasons.get(NOT_HELPFUL, 0) + absent
         parts = sorted(f"{n} {r}" for r, n in reasons.items())
@@ -348,7 +359,16 @@ class DefaultPreemption:
         slot_rows = pt.row[:n]
         m = on[slot_rows]            # free slots have row -1: the extra last entry, always False
         prio = self._effective(m)
-        m &= prio < self.priority_of(pod)
+        mine = self.priority_of(pod)
+        m &= prio < mine
+        if pt.gang_keys:
+            # a gang evicted only whole is no victim while one of its placed members (any node) outranks the pod
+            g = pt.gang[:n]
+            placed = slot_rows >= 0
+            strong = g[placed & (g >= 0) & (self._effective(placed) >= mine)]
+            strong = strong[self._gang_arrays()[1][strong]]
+            if len(strong):
+                m &= ~np.isin(g, strong)
         slots = np.flatnonzero(m)
         return slots, slot_rows[slots], prio[slots]
 
@@ -439,7 +459,7 @@ class DefaultPreemption:
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
-                out.extend(self._reprieve_batched(state, pod, batch, slots, vrows))
+                _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
                 nonviolating = sum(1 for c in out if c.pdb_violations == 0)
                 if nonviolating > 0 and len(out) >= want:
                     break
@@ -465,7 +485,7 @@ class DefaultPreemption:
         allowed_base = {k: b.disruptions_allowed for k, b in pdbs.items()} if pdbs else None
         by_row: dict[int, list[tuple[tuple, list[int], int, int, int]]] = {}
         for (row, g), members in groups.items():
-            prio = int(eff[members[0]])
+            prio = int(eff[members].max())   # a whole gang is as important as its most important member
             start = float(min(pt.start[m] for m in members))
             by_row.setdefault(row, []).append(((-prio, start), members, g if g >= 0 else -1, prio, 0))
         width = pt.req.shape[1]
@@ -498,8 +518,11 @@ class DefaultPreemption:
     def _violates(p: Pod, pdbs: dict[str, Any], allowed: dict[str, int]) -> bool:
         """filterPodsWithPDBViolation for one pod: count it against every PDB that covers it."""
         violating = False
+        if not p.labels:
+            return False   # upstream: a pod with no labels matches no PDB
         for key, b in pdbs.items():
-            if b.namespace != p.namespace or not b.selector.matches(p.labels):
+            # upstream: a nil or empty selector matches nothing here (the disruption controller reads {} as all)
+            if b.namespace != p.namespace or b.selector.empty or not b.selector.matches(p.labels):
                 continue
             if p.name in b.disrupted_pods:
                 continue   # already being disrupted: counted in the PDB's status
@@ -558,7 +581,7 @@ class DefaultPreemption:
                         if st is not None and uid not in seen:
                             seen.add(uid)
                             pods.append(st.pod)
-                            prios.append(u.prio[i])
+                            prios.append(self.priority_of(st.pod))
                     continue
                 for m in u.members[i]:
                     uid = pt.uids[m]
@@ -566,7 +589,7 @@ class DefaultPreemption:
                         seen.add(uid)
                         p = cache.pods[uid].pod
                         pods.append(p)
-                        prios.append(u.prio[i])
+                        prios.append(self.priority_of(p))
                         if p.pod_group:
                             gangs.add(int(pt.gang[m]))
             high = max(prios)
@@ -622,7 +645,7 @@ class DefaultPreemption:
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
                 continue
-            out.extend(self._candidates(np.array([row], dtype=np.int64), u, victim))
+            _keep(out, self._candidates(np.array([row], dtype=np.int64), u, victim), want)
             nonviolating = sum(1 for c in out if c.pdb_violations == 0)
             if nonviolating > 0 and len(out) >= want:
                 break
