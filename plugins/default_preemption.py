@@ -163,6 +163,7 @@ class DefaultPreemption:
         self.handle = handle
         self.args = args if args is not None else DefaultPreemptionArgs()
         self.rng = random.Random(getattr(handle, "seed", None))
+        self._errors: list[Status] = []    # Error statuses of the current dry run's nodes
 
     # ------------------------------------------------------------------ PreEnqueue
 
@@ -185,7 +186,10 @@ class DefaultPreemption:
         ok, msg = self.eligible(pod, diagnosis)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
+        self._errors: list[Status] = []
         cands, fit_error = self.find_candidates(state, pod, diagnosis)
+        if not cands and self._errors:
+            return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())
         if not cands:
             result = PostFilterResult(nominated_node="")   # clears a nomination it may have had
             return result, Status(Code.UNSCHEDULABLE, "preemption: " + fit_error)
@@ -611,36 +615,46 @@ class DefaultPreemption:
         for row in order.tolist():
             u = self._units(pod, np.array([row], dtype=np.int64), slots, vrows)
             s = state.clone()
-            members = [cache.pods[pt.uids[m]].pod for ms in u.members for m in ms]
-            for p in members:
-                nodes.charge(row, p, -1)
-                fw.run_remove_pod(s, pod, p, row)
-            # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
-            elsewhere = self._elsewhere(u, row)
-            for r, p in elsewhere:
-                fw.run_remove_pod(s, pod, p, r)
+            off: set[int] = set()          # units whose members are off the node table now (restored at the end)
+
+            def take(i: int) -> None:
+                off.add(i)
+                for m in u.members[i]:
+                    p = cache.pods[pt.uids[m]].pod
+                    nodes.charge(row, p, -1)
+                    _ok(fw.run_remove_pod(s, pod, p, row))
+
+            def give(i: int) -> None:
+                off.discard(i)
+                for m in u.members[i]:
+                    p = cache.pods[pt.uids[m]].pod
+                    nodes.charge(row, p, 1)
+                    _ok(fw.run_add_pod(s, pod, p, row))
+
             victim = np.zeros(len(u.row), dtype=bool)
-            removed = list(range(len(u.row)))
+            one = np.array([row], dtype=np.int64)
             try:
-                fits = len(self._filter(s, pod, np.array([row], dtype=np.int64), reasons)) > 0
+                for i in range(len(u.row)):
+                    take(i)
+                # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
+                for r, p in self._elsewhere(u, row):
+                    _ok(fw.run_remove_pod(s, pod, p, r))
+                fits = len(self._filter(s, pod, one, reasons)) > 0
                 if fits:
                     for i in np.argsort(u.rank, kind="stable").tolist():
-                        ps = [cache.pods[pt.uids[m]].pod for m in u.members[i]]
-                        for p in ps:
-                            nodes.charge(row, p, 1)
-                            fw.run_add_pod(s, pod, p, row)
-                        if len(self._filter(s, pod, np.array([row], dtype=np.int64), None)):
-                            removed.remove(i)
+                        give(i)
+                        if len(self._filter(s, pod, one, None)):
                             continue
-                        for p in ps:
-                            nodes.charge(row, p, -1)
-                            fw.run_remove_pod(s, pod, p, row)
+                        take(i)
                         victim[i] = True
             except _DryRunError as e:
-                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
+                if e.status.code == Code.ERROR:
+                    self._errors.append(e.status)
+                else:
+                    reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
                 fits = False
             finally:
-                for i in removed:
+                for i in off:
                     for m in u.members[i]:
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
@@ -662,6 +676,12 @@ class DefaultPreemption:
                 if r is not None and r != row and st is not None:
                     out.append((r, st.pod))
         return out
+
+
+def _ok(st: Status) -> None:
+    """An AddPod/RemovePod failure ends the node's dry run (upstream returns its status)."""
+    if not st.is_success():
+        raise _DryRunError(st)
 
 
 class _DryRunError(Exception):
