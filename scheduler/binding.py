@@ -159,6 +159,7 @@ class Binding:
         """The one writer of a pod's PodScheduled=False and status.nominatedNodeName: the newest wanted, in order."""
         uid = pod.uid
         written: tuple[tuple[str, str] | None, str | None] = (None, None)
+        failures = 0
         try:
             while True:
                 want = (self._conditions.get(uid), self._nominations.get(uid))
@@ -178,6 +179,12 @@ class Binding:
                     await self.client.patch_pod_status(pod.namespace, pod.name, {"status": status})
                 except Exception as exc:  # noqa: BLE001 - gone, or failing after the client's retries
                     log.warning("cannot write the status of %s: %s", pod.key, exc)
+                    failures += 1
+                    latest = self.pods.get(uid)
+                    if failures < 5 and latest is not None and not latest.node_name and not latest.deleting:
+                        # a pod left unbound must say why: try again, later (the client already retried)
+                        await self.clock.sleep(min(0.2 * 2 ** failures, 5.0))
+                        continue
                     if self._conditions.get(uid) == want[0]:
                         self._conditions.pop(uid, None)  # unknown state: the next failure compares with the API's copy
                     if self._nominations.get(uid) == want[1]:
