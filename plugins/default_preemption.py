@@ -49,7 +49,7 @@ import numpy as np
 
 from scheduler.framework import Code, ConfigError, CycleState, Status, register
 from scheduler.framework.interface import PostFilterResult
-from scheduler.model import DISRUPTION_POD_GROUP, Pod
+from scheduler.model import DISRUPTION_POD_GROUP, Pod, marked_preempted
 
 NAME = "DefaultPreemption"
 OFFSET = 1 << 31                       # upstream adds MaxInt32 + 1 to each priority in the sum
@@ -58,7 +58,6 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 WAITING = "waiting for the preemption for this pod to be finished"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
 _OK = Status()
 
@@ -132,25 +131,13 @@ def _keep(out: list[Candidate], new: list[Candidate], want: int) -> None:
             kept[k] += 1
 
 
-def more_important(a: Pod, b: Pod, prio_a: int, prio_b: int) -> bool:
-    if prio_a != prio_b:
-        return prio_a > prio_b
-    return _start(a) < _start(b)
-
-
 def _start(p: Pod) -> float:
     return p.start_time if p.start_time > 0 else math.inf
 
 
 def terminating_by_preemption(p: Pod) -> bool:
     """podTerminatingByPreemption: deleting, with DisruptionTarget=True for PreemptionByScheduler."""
-    if not p.deleting:
-        return False
-    for c in (p.raw.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
-                and c.get("reason") == PREEMPTION_BY_SCHEDULER:
-            return True
-    return False
+    return p.deleting and marked_preempted(p)
 
 
 @register
@@ -223,12 +210,14 @@ class DefaultPreemption:
             return None, Status(Code.UNSCHEDULABLE)   # its evictions are still under way
         members.sort(key=lambda m: (m.uid != pod.uid, -m.requests.get("cpu", 0), -m.requests.get("memory", 0),
                                     m.name))
-        plan: list[tuple[Pod, str, list[Pod]]] = []
+        self._errors = []
         try:
             plan = self._plan_gang(members)
         except _DryRunError as e:
             return None, e.status
         planned = len(plan)
+        if planned < need and self._errors:
+            return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())   # as for a single pod
         if planned < need or not any(vs for _, _, vs in plan):
             return None, Status(Code.UNSCHEDULABLE)   # evict nothing: the gang would not be whole, or need not
         ev = self.handle.preemption

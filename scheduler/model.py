@@ -44,6 +44,7 @@ POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 DISRUPTION_MODE_ANNOTATION = "scheduling.tandem.dev/disruption-mode"   # for PodGroup CRDs without the field
 DISRUPTION_SINGLE = "Single"
 DISRUPTION_POD_GROUP = "PodGroup"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"   # DisruptionTarget's reason when a scheduler preempts a pod
 # PodGroup status.conditions (tandem's addition to scheduler-plugins' schema): GangReadiness writes the PodsReady
 # condition, and the PodGroup status controller keeps the phase Failed once its reason says the requeuing limit
 # was hit (Kueue's names for both)
@@ -953,6 +954,15 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         priority=spec.get("priority") if isinstance(spec.get("priority"), int)
         and not isinstance(spec.get("priority"), bool) else None,
         spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+def marked_preempted(p: Pod) -> bool:
+    """Does the pod carry DisruptionTarget=True with reason PreemptionByScheduler (a scheduler preempted it)?"""
+    for c in (p.raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
+                and c.get("reason") == PREEMPTION_BY_SCHEDULER:
+            return True
+    return False
 
 
 def _disruption_mode(spec: dict[str, Any], ann: Any) -> str:

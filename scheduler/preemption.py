@@ -33,11 +33,11 @@ from typing import Any, Callable
 
 from scheduler.apiclient import Conflict, NotFound
 from scheduler.framework.clock import Clock
-from scheduler.model import Pod
+from scheduler.model import PREEMPTION_BY_SCHEDULER, Pod, marked_preempted
+from scheduler.podgroups import rfc3339
 
 log = logging.getLogger("tandem.preemption")
 
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 PLUGIN = "DefaultPreemption"
 
 
@@ -56,7 +56,6 @@ class Preemption:
         self.gate = gate                                  # hold a queued pod at PreEnqueue (queue.gate)
         self.preempting: set[str] = set()                 # preemptors whose evictions are under way
         self.sync_waits: list[asyncio.Future[Any]] = []   # tasks the loop awaits (synchronous mode)
-        self.evicted = 0                                  # victims deleted or rejected (for benchmarks)
 
     def is_preempting(self, uid: str) -> bool:
         return uid in self.preempting
@@ -143,15 +142,14 @@ class Preemption:
     async def _evict(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
         scheduler_name = pod.scheduler_name
         try:
-            if not _has_disruption_target(victim):
+            if not marked_preempted(victim):
                 cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
                         "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
-                        "lastTransitionTime": _rfc3339(self.clock.wall())}
+                        "lastTransitionTime": rfc3339(self.clock.wall())}
                 await self.client.patch_pod_status(victim.namespace, victim.name, {"status": {"conditions": [cond]}})
             await self.client.delete_pod(victim.namespace, victim.name, uid=victim.uid)
         except (NotFound, Conflict):
             return   # already gone (or a new pod with its name: never ours to delete)
-        self.evicted += 1
         self._event(fw, pod, victim, node)
 
     def _event(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
@@ -165,14 +163,3 @@ def _waiting(fw: Any, uid: str) -> Any:
         return None
     return fw.get_waiting_pod(uid)
 
-
-def _has_disruption_target(p: Pod) -> bool:
-    for c in (p.raw.get("status") or {}).get("conditions") or ():
-        if c.get("type") == "DisruptionTarget" and c.get("status") == "True" \
-                and c.get("reason") == PREEMPTION_BY_SCHEDULER:
-            return True
-    return False
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
