@@ -545,12 +545,13 @@ class DefaultPreemption:
                         for p in ps:
                             nodes.charge(row, p, 1)
                             fw.run_add_pod(s, pod, p, row)
+                        removed.remove(i)   # charged back: should the filter fail, the finally must not charge it again
                         if len(self._filter(s, pod, np.array([row], dtype=np.int64), None)):
-                            removed.remove(i)
                             continue
                         for p in ps:
                             nodes.charge(row, p, -1)
                             fw.run_remove_pod(s, pod, p, row)
+                        removed.append(i)
                         victim[i] = True
             except _DryRunError as e:
                 reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
