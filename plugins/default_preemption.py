@@ -184,7 +184,10 @@ class DefaultPreemption:
         ok, msg = self.eligible(pod, diagnosis)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
-        cands, fit_error = self.find_candidates(state, pod, diagnosis)
+        try:
+            cands, fit_error = self.find_candidates(state, pod, diagnosis)
+        except _DryRunError as e:
+            return None, Status(Code.ERROR, "preemption: " + e.status.message())
         if not cands:
             result = PostFilterResult(nominated_node="")   # clears a nomination it may have had
             return result, Status(Code.UNSCHEDULABLE, "preemption: " + fit_error)
@@ -244,9 +247,14 @@ class DefaultPreemption:
         offset = self.rng.randrange(len(potential))
         order = np.roll(potential, -offset)
         reasons: dict[str, int] = {}
-        cands = self.dry_run(state, pod, order, want, reasons)
+        errors: list[Status] = []
+        cands = self.dry_run(state, pod, order, want, reasons, errors)
         if cands:
             return cands, ""
+        if errors:
+            # upstream: with no candidate, the dry run's errors (an aggregate, repeats once) fail PostFilter
+            msgs = list(dict.fromkeys(e.message() for e in errors))
+            raise _DryRunError(Status(Code.ERROR, msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"))
         # upstream's absent nodes: those not dry-run (a node may have given several reasons, so count nodes)
         absent = n_all - len(potential)
         if absent > 0:
@@ -320,7 +328,7 @@ class DefaultPreemption:
         return gp, whole
 
     def dry_run(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                reasons: dict[str, int]) -> list[Candidate]:
+                reasons: dict[str, int], errors: list[Status]) -> list[Candidate]:
         """DryRunPreemption over ``order`` (potential rows from the random offset): candidates, and per failing
         node its reason counted into ``reasons``."""
         fw = self.handle.framework
@@ -334,8 +342,8 @@ class DefaultPreemption:
         if len(with_victims) == 0:
             return []
         if fw.extended(state) or pod.host_ports:
-            return self._dry_run_each(state, pod, with_victims, want, reasons)
-        return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons)
+            return self._dry_run_each(state, pod, with_victims, want, reasons, errors)
+        return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons, errors)
 
     def _filter(self, state: CycleState, pod: Pod, rows: np.ndarray, reasons: dict[str, int] | None) -> np.ndarray:
         """The rows of ``rows`` where ``pod`` passes every filter now (with nominated pods)."""
@@ -351,7 +359,8 @@ class DefaultPreemption:
         return passed
 
     def _dry_run_batched(self, state: CycleState, pod: Pod, order: np.ndarray, slots: np.ndarray,
-                         vrows: np.ndarray, want: int, reasons: dict[str, int]) -> list[Candidate]:
+                         vrows: np.ndarray, want: int, reasons: dict[str, int],
+                         errors: list[Status]) -> list[Candidate]:
         nodes = self.handle.nodes
         pt = self.handle.cache.pod_table
         req = pt.columns()
@@ -367,7 +376,7 @@ class DefaultPreemption:
             try:
                 fits = self._filter(state, pod, order, reasons)
             except _DryRunError as e:
-                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
+                errors.append(e.status)
                 return []
             fits_in_order = order[np.isin(order, fits)]
             out: list[Candidate] = []
@@ -375,7 +384,11 @@ class DefaultPreemption:
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
-                _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
+                try:
+                    _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
+                except _DryRunError as e:
+                    errors.append(e.status)
+                    break
                 nonviolating = sum(1 for c in out if c.pdb_violations == 0)
                 if nonviolating > 0 and len(out) >= want:
                     break
@@ -516,7 +529,7 @@ class DefaultPreemption:
         return out
 
     def _dry_run_each(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                      reasons: dict[str, int]) -> list[Candidate]:
+                      reasons: dict[str, int], errors: list[Status]) -> list[Candidate]:
         """One node at a time on a clone of the cycle state, through AddPod/RemovePod (SelectVictimsOnNode)."""
         fw = self.handle.framework
         nodes = self.handle.nodes
@@ -530,31 +543,33 @@ class DefaultPreemption:
             members = [cache.pods[pt.uids[m]].pod for ms in u.members for m in ms]
             for p in members:
                 nodes.charge(row, p, -1)
-                fw.run_remove_pod(s, pod, p, row)
-            # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
-            elsewhere = self._elsewhere(u, row)
-            for r, p in elsewhere:
-                fw.run_remove_pod(s, pod, p, r)
             victim = np.zeros(len(u.row), dtype=bool)
             removed = list(range(len(u.row)))
             try:
+                for p in members:
+                    _extension(fw.run_remove_pod(s, pod, p, row))
+                # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
+                for r, p in self._elsewhere(u, row):
+                    _extension(fw.run_remove_pod(s, pod, p, r))
                 fits = len(self._filter(s, pod, np.array([row], dtype=np.int64), reasons)) > 0
                 if fits:
                     for i in np.argsort(u.rank, kind="stable").tolist():
                         ps = [cache.pods[pt.uids[m]].pod for m in u.members[i]]
                         for p in ps:
                             nodes.charge(row, p, 1)
-                            fw.run_add_pod(s, pod, p, row)
                         removed.remove(i)   # charged back: should the filter fail, the finally must not charge it again
+                        for p in ps:
+                            _extension(fw.run_add_pod(s, pod, p, row))
                         if len(self._filter(s, pod, np.array([row], dtype=np.int64), None)):
                             continue
                         for p in ps:
                             nodes.charge(row, p, -1)
-                            fw.run_remove_pod(s, pod, p, row)
                         removed.append(i)
+                        for p in ps:
+                            _extension(fw.run_remove_pod(s, pod, p, row))
                         victim[i] = True
             except _DryRunError as e:
-                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
+                errors.append(e.status)
                 fits = False
             finally:
                 for i in removed:
@@ -579,6 +594,12 @@ class DefaultPreemption:
                 if r is not None and r != row and st is not None:
                     out.append((r, st.pod))
         return out
+
+
+def _extension(st: Status) -> None:
+    """An AddPod/RemovePod that fails ends the node's dry run with an Error, as upstream's SelectVictimsOnNode."""
+    if not st.is_success():
+        raise _DryRunError(st)
 
 
 class _DryRunError(Exception):

@@ -329,8 +329,9 @@ class Framework:
         """RunPreFilterExtensionAddPod: as if ``pod_to_add`` were on node ``row`` (the cache is not changed)."""
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "AddPod", p.add_pod, state, pod, pod_to_add, row)
-            if not st.is_success():
-                return st.with_plugin(p.NAME)
+            if not st.is_success():   # upstream wraps any failure into an Error naming the plugin
+                return Status(Code.ERROR, f'running AddPod on PreFilter plugin "{p.NAME}": {st.message()}',
+                              plugin=p.NAME, error=st.error)
         return SUCCESS
 
     def run_remove_pod(self, state: CycleState, pod: "Pod", pod_to_remove: "Pod", row: int,
@@ -338,8 +339,9 @@ class Framework:
         """RunPreFilterExtensionRemovePod: as if ``pod_to_remove`` were gone from node ``row``."""
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "RemovePod", p.remove_pod, state, pod, pod_to_remove, row)
-            if not st.is_success():
-                return st.with_plugin(p.NAME)
+            if not st.is_success():   # upstream wraps any failure into an Error naming the plugin
+                return Status(Code.ERROR, f'running RemovePod on PreFilter plugin "{p.NAME}": {st.message()}',
+                              plugin=p.NAME, error=st.error)
         return SUCCESS
 
     def run_filter_with_nominated(self, state: CycleState, pod: "Pod", rows: np.ndarray,

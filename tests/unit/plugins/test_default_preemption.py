@@ -456,7 +456,7 @@ def test_post_filter(nodes: list[Any], pods: list[Pod], pdbs: list[Any], preempt
     pytest.param([node("node1", LARGE, error="true")], [pod("p1", node="node1")],
                  (None, Status(Code.ERROR, 'preemption: running RemovePod on PreFilter plugin '
                                            '"TestPreemptionExtensions": failed to remove pod: p')),
-                 marks=bug("RemovePod's failure is ignored"), id="only one node but failed with TestPlugin"),
+                 id="only one node but failed with TestPlugin"),
     pytest.param([node("node1", LARGE, error="true"), node("node2", LARGE)],
                  [pod("p1", node="node1"), pod("p2", MID, MEDIUM, "node2")], nominated("node2"),
                  id="one failed with TestPlugin and the other pass"),
@@ -1117,18 +1117,25 @@ def test_the_node_table_is_unchanged_after_preemption_in_the_default_profile() -
     assert table(env.cache) == before
 
 
-@pytest.mark.parametrize("budget", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("budget, want", [
+    pytest.param(0, (None, Status(Code.ERROR, "preemption: injected error")), id="an error on the first filter"),
+    pytest.param(1, (None, Status(Code.ERROR, "preemption: injected error")),
+                 id="an error as node1's b is added back: an Error, as no node is left"),
+    pytest.param(2, nominated("node1"), id="an error on node2 only: node1 is still chosen, the error forgotten"),
+    pytest.param(4, nominated("node1"), id="no error"),
+])
 @pytest.mark.parametrize("ports", [(), (8080,)], ids=["batched", "per node"])
-def test_an_error_in_the_dry_run_leaves_the_node_table_as_it_was(ports: tuple[int, ...], budget: int) -> None:
-    """A Filter plugin fails with an Error after ``budget`` calls, at any step of either dry run (with budget 1 on
-    the per-node path: node1 fits without a and b, and the error comes as b is added back)."""
+def test_an_error_in_the_dry_run_leaves_the_node_table_as_it_was(
+        ports: tuple[int, ...], budget: int, want: tuple[PostFilterResult | None, Status]) -> None:
+    """A Filter plugin fails with an Error after ``budget`` calls, at any step of either dry run. With no candidate
+    left, upstream's PostFilter returns the Error; with one, it preempts there."""
     pods = [pod("a", LOW, MEDIUM, "node1", ports=(80,)), pod("b", MID, MEDIUM, "node1"), pod("c", LOW, LARGE, "node2")]
     env = cluster(TWO, pods, profile=plugins("NodePorts", "NodeResourcesFit", "TestFailsAfter"))
     p = pod("p", HIGH, LARGE, ports=ports)
     state, diag = diagnose(env, p, EVERY)
     env.fw.plugins["TestFailsAfter"].budget = budget
     before = table(env.cache)
-    env.fw.run_post_filter(state, p, diag)
+    assert env.fw.run_post_filter(state, p, diag) == want
     assert table(env.cache) == before
 
 
