@@ -1001,6 +1001,16 @@ def test_the_pod_group_priority_overrides_its_members(mode: str, group_prio: int
         assert result == PostFilterResult(want_node)
 
 
+@bug("a PodGroup-mode gang's members on other nodes did not count against PDBs")
+def test_a_pod_group_mode_gangs_members_elsewhere_count_against_pdbs() -> None:
+    """A PDB allows one disruption of app=foo; the gang's two members go (g-2 from node2), so one violates it."""
+    pods = [pod("g-1", LOW, LARGE, "node1", APP_FOO, group="g"), pod("h1", HIGH, MEDIUM, "node1"),
+            pod("g-2", LOW, SMALL, "node2", APP_FOO, group="g"),
+            pod("h2", HIGH, {"cpu": "400m", "memory": "400"}, "node2")]
+    env = cluster(TWO, pods, groups=[pod_group("g")], pdbs=[pdb("foo", 1, APP_FOO)])
+    assert dry_run(env, pod("p", MID, LARGE)) == ({"node1": (["g-1", "g-2"], 1)}, "")
+
+
 def test_a_member_that_outranks_the_preemptor_shields_its_whole_gang() -> None:
     """g-2 has the preemptor's priority: the gang, evicted only whole, is no victim, though g-1 alone would do."""
     pods = [pod("g-1", LOW, LARGE, "node1", group="g"), pod("h", HIGH, MEDIUM, "node1"),
