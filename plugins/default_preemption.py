@@ -427,8 +427,11 @@ class DefaultPreemption:
             for u in units:
                 v = 0
                 if allowed is not None:
-                    for m in u[1]:
-                        if self._violates(pods[pt.uids[m]].pod, pdbs, allowed):
+                    # a whole gang's members on other nodes are evicted too, and count against the PDBs as well
+                    uids = (list(self.handle.gangs.placed_members(pt.gang_keys[u[2]])) if u[2] >= 0
+                            else [pt.uids[m] for m in u[1]])
+                    for uid in uids:
+                        if uid in pods and self._violates(pods[uid].pod, pdbs, allowed):
                             v += 1
                 (violating if v else others).append((u, v))
             for rank, (u, v) in enumerate(violating + others):

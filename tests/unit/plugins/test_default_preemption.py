@@ -1001,7 +1001,6 @@ def test_the_pod_group_priority_overrides_its_members(mode: str, group_prio: int
         assert result == PostFilterResult(want_node)
 
 
-@bug("a PodGroup-mode gang's members on other nodes did not count against PDBs")
 def test_a_pod_group_mode_gangs_members_elsewhere_count_against_pdbs() -> None:
     """A PDB allows one disruption of app=foo; the gang's two members go (g-2 from node2), so one violates it."""
     pods = [pod("g-1", LOW, LARGE, "node1", APP_FOO, group="g"), pod("h1", HIGH, MEDIUM, "node1"),
