@@ -30,10 +30,23 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
 
 Names are explicit (``<generateName><run id>-<n>``) so that the created time
 can be keyed before the server answers, and so that runs never collide on a
-real cluster. Deletes use gracePeriodSeconds 0: with no kubelet (the
-simulated cluster runs without its agent) a graceful delete of a bound pod
-would never finish. This module never starts or stops processes; see
-:mod:`bench.target`.
+real cluster. The exception is a createAny of one object whose template has
+a ``metadata.name``: it keeps that name, so that pods can refer to it (a
+PriorityClass), and one left by an earlier run is reused only if it holds
+what the template says. Deletes use gracePeriodSeconds 0: with no kubelet
+(the simulated cluster runs without its agent) a graceful delete of a bound
+pod would never finish.
+
+For the same reason the runner plays the kubelet's last step for the pods it
+created that carry ``simcluster.tandem.dev/termination-seconds`` (the
+annotation the simulated cluster's node agent honours): when someone else
+(a scheduler preempting) deletes one gracefully, the runner finishes the
+delete (gracePeriodSeconds 0, the pod's uid as precondition) that many
+seconds after the watch shows it terminating, at most its grace period
+later. Where an agent or a kubelet does it first, the runner's delete finds
+nothing and is dropped.
+
+This module never starts or stops processes; see :mod:`bench.target`.
 """
 
 from __future__ import annotations
@@ -59,7 +72,8 @@ from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError
 log = logging.getLogger("tandem.bench.runner")
 
 CONCURRENCY = 64            # requests in flight per op
-DELETE_WORKERS = 16         # whenBound deleters
+DELETE_WORKERS = 16         # whenBound deleters, and finishers of graceful deletes
+TERMINATION_SECONDS = "simcluster.tandem.dev/termination-seconds"   # the node agent's annotation
 WATCH_TIMEOUT = 600         # seconds a single watch request lasts before it is renewed
 LIST_PAGE = 5000
 
@@ -81,6 +95,7 @@ class _Pod:
     created: bool = False       # the create call returned
     bound: bool = False
     attempted: bool = False     # a PodScheduled condition (any status): the scheduler has seen it
+    terminating: bool = False   # a deletionTimestamp seen: being deleted, not gone yet
     gone: bool = False
 
 
@@ -117,6 +132,7 @@ class _Pods:
         self.pods: dict[str, _Pod] = {}
         self.waiters: set[_Waiter] = set()
         self.bind_listeners: list[Callable[[str, _Pod, float], None]] = []
+        self.terminating_listeners: list[Callable[[str, dict[str, Any]], None]] = []
 
     def add(self, key: str, namespace: str, labels: dict[str, str], counted: bool = True) -> _Pod:
         pod = self.pods[key] = _Pod(namespace, labels, counted)
@@ -168,6 +184,14 @@ class _Pods:
             pod.gone = True
             self._settle(key)
 
+    def terminating(self, key: str, obj: dict[str, Any]) -> None:
+        """``obj``, the pod ``key``, has a deletionTimestamp: tell the listeners, once."""
+        pod = self.pods.get(key)
+        if pod is not None and not pod.terminating and not pod.gone:
+            pod.terminating = True
+            for listener in self.terminating_listeners:
+                listener(key, obj)
+
     def on_event(self, event: dict[str, Any]) -> None:
         obj = event.get("object") or {}
         meta = obj.get("metadata") or {}
@@ -180,7 +204,10 @@ class _Pods:
             self.bound(key, time.time(), node)
         if event.get("type") == "DELETED":
             self.gone(key)
-        elif not pod.attempted and not pod.bound:
+            return
+        if meta.get("deletionTimestamp"):
+            self.terminating(key, obj)
+        if not pod.attempted and not pod.bound:
             for cond in (obj.get("status") or {}).get("conditions") or ():
                 if cond.get("type") == "PodScheduled":
                     self.attempted(key)
@@ -209,6 +236,23 @@ def _api_base(api_version: str) -> str:
     return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
 
 
+def _first_difference(wanted: Any, actual: Any, where: str = "") -> str | None:
+    """The first field path (``spec.selector``) at which ``actual`` does not hold ``wanted``, or None.
+
+    A map holds another when it holds each of its keys' values; anything
+    else must be equal.
+    """
+    if isinstance(wanted, dict):
+        if not isinstance(actual, dict):
+            return where or "the top level"
+        for k, v in wanted.items():
+            found = _first_difference(v, actual.get(k), f"{where}.{k}" if where else k)
+            if found is not None:
+                return found
+        return None
+    return None if wanted == actual else f"{where} (wanted {wanted!r}, found {actual!r})"
+
+
 def _plural_path(api_version: str, kind: str, namespace: str | None) -> str:
     ns = f"/namespaces/{namespace}" if namespace else ""
     return f"{_api_base(api_version)}{ns}/{kind.lower()}s"
@@ -230,6 +274,8 @@ class _Run:
         self.window: tuple[tuple[str, ...], dict[str, str]] | None = None
         self.background: list[asyncio.Task[None]] = []
         self.watch_task: asyncio.Task[None] | None = None
+        self.finishing: asyncio.Queue[tuple[str, str]] | None = None   # graceful deletes due now: (key, uid)
+        self.pods.terminating_listeners.append(self._on_terminating)
         self.handlers: dict[type, Callable[[Any], Awaitable[None]]] = {
             CreateNodes: self.create_nodes, CreateNamespaces: self.create_namespaces,
             CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, CreateAny: self.create_any,
@@ -314,6 +360,8 @@ class _Run:
                 node = (obj.get("spec") or {}).get("nodeName")
                 if node:
                     self.pods.bound(key, now, node)
+                if m.get("deletionTimestamp"):
+                    self.pods.terminating(key, obj)
             cont = meta.get("continue")
             if not cont:
                 break
@@ -322,6 +370,43 @@ class _Run:
         log.warning("pod watch expired (410 Gone): relisted; pods bound during the gap get the relist time "
                     "as their bind time")
         return rv
+
+    # ------------------------------------------------------------------ the kubelet's last step
+
+    def _on_terminating(self, key: str, obj: dict[str, Any]) -> None:
+        """Plan the end of a graceful delete of a pod annotated termination-seconds (see the module docstring)."""
+        meta = obj.get("metadata") or {}
+        value = (meta.get("annotations") or {}).get(TERMINATION_SECONDS)
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        if value is None or grace <= 0:
+            return  # not ours to finish, or finishing already (grace 0: the server deletes it now)
+        try:
+            seconds = float(value)
+        except ValueError:
+            log.warning("pod %s: annotation %s=%r is not a number; its delete is left to the cluster",
+                        key, TERMINATION_SECONDS, value)
+            return
+        if self.finishing is None:
+            self.finishing = asyncio.Queue()
+            self.background.append(asyncio.create_task(self._finish_deletes(self.finishing),
+                                                       name=f"{self.workload.full_name} graceful deletes"))
+        asyncio.get_running_loop().call_later(max(0.0, min(seconds, grace)), self.finishing.put_nowait,
+                                              (key, str(meta.get("uid") or "")))
+
+    async def _finish_deletes(self, queue: asyncio.Queue[tuple[str, str]]) -> None:
+        """Delete each queued pod with gracePeriodSeconds 0, if it is still the pod of that uid."""
+        async def worker() -> None:
+            while True:
+                key, uid = await queue.get()
+                ns, _, name = key.partition("/")
+                try:
+                    await self.client.delete_pod(ns, name, uid or None, grace_seconds=0)
+                except (NotFound, Conflict):
+                    pass  # finished by an agent or a kubelet already, or a new pod of that name
+
+        async with asyncio.TaskGroup() as tg:
+            for _ in range(DELETE_WORKERS):
+                tg.create_task(worker())
 
     # ------------------------------------------------------------------ helpers
 
@@ -536,20 +621,28 @@ class _Run:
             await self._namespace(op.namespace)
         base = _api_base(api_version)
         path = f"{base}/namespaces/{op.namespace}/{plural}" if namespaced else f"{base}/{plural}"
-        meta0 = {k: v for k, v in (tmpl.get("metadata") or {}).items() if k not in ("name", "generateName")}
+        raw_meta = tmpl.get("metadata") or {}
+        meta0 = {k: v for k, v in raw_meta.items() if k not in ("name", "generateName")}
         if not namespaced:
             meta0.pop("namespace", None)
+        # one object named by the template keeps that name (as createNodes does): other objects refer to it
+        # by name, as pods name their PriorityClass
+        fixed = raw_meta.get("name") if op.count == 1 and not raw_meta.get("generateName") else None
         prefix = _prefix(tmpl, f"{kind.lower()}-")
         done = 0
         self.progress(op.label, 0, op.count)
 
         async def one(i: int) -> None:
             nonlocal done
-            meta = {**meta0, "name": f"{prefix}{self.run_id}-{next(self.seq)}"}
+            meta = {**meta0, "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
             if namespaced:
                 meta["namespace"] = op.namespace
+            body = {**tmpl, "metadata": meta}
             try:
-                await self._create(path, {**tmpl, "metadata": meta})
+                if fixed:
+                    await self._create_or_reuse(f"{kind} {fixed}", path, body)
+                else:
+                    await self._create(path, body)
             except NotFound as exc:
                 raise RunError(f"the server answered 404 for {kind} ({api_version}) at POST {path}: it does not "
                                f"serve {plural}: {exc}") from exc
@@ -557,6 +650,27 @@ class _Run:
             self.progress(op.label, done, op.count)
 
         await self._each(op, range(op.count), one)
+
+    async def _create_or_reuse(self, what: str, path: str, body: dict[str, Any]) -> None:
+        """Create an object with a fixed name; one that exists already (an earlier run's) must say what ``body`` says.
+
+        Only the fields the body sets are compared, so what the server
+        defaulted does not count. RunError when they differ: a PriorityClass
+        of another value would silently change what the workload measures.
+        """
+        try:
+            await self.client.create(path, body)
+            return
+        except Conflict as exc:
+            if not exc.already_exists:
+                raise
+        existing = await self.client.get(f"{path}/{body['metadata']['name']}")
+        wanted = {k: v for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
+        wanted_meta = {k: v for k, v in body["metadata"].items() if k in ("labels", "annotations")}
+        differs = _first_difference({**wanted, "metadata": wanted_meta}, existing)
+        if differs is not None:
+            raise RunError(f"{what} exists already and differs from the template at {differs}: delete it, or "
+                           f"name another in the template")
 
     async def _resource_of(self, op: Op, api_version: str, kind: str) -> tuple[str, bool]:
         """(plural, namespaced) of ``kind`` from the server's discovery; RunError when it does not serve it."""

@@ -163,6 +163,7 @@ class DefaultPreemption:
         self.handle = handle
         self.args = args if args is not None else DefaultPreemptionArgs()
         self.rng = random.Random(getattr(handle, "seed", None))
+        self._errors: list[Status] = []    # Error statuses of the current dry run's nodes
 
     # ------------------------------------------------------------------ PreEnqueue
 
@@ -179,15 +180,16 @@ class DefaultPreemption:
         if ev is not None:
             ev.attempted()
         fw = self.handle.framework
-        if fw is not None and fw.gang is not None and fw.gang.gang_key(pod):
-            return None, Status(Code.UNSCHEDULABLE)   # the group cycle preempts for the whole gang
+        key = fw.gang.gang_key(pod) if fw is not None and fw.gang is not None else None
+        if key:
+            return self.preempt_for_gang(pod, key)
         ok, msg = self.eligible(pod, diagnosis)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
-        try:
-            cands, fit_error = self.find_candidates(state, pod, diagnosis)
-        except _DryRunError as e:
-            return None, Status(Code.ERROR, "preemption: " + e.status.message())
+        self._errors: list[Status] = []
+        cands, fit_error = self.find_candidates(state, pod, diagnosis)
+        if not cands and self._errors:
+            return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())
         if not cands:
             result = PostFilterResult(nominated_node="")   # clears a nomination it may have had
             return result, Status(Code.UNSCHEDULABLE, "preemption: " + fit_error)
@@ -195,6 +197,89 @@ class DefaultPreemption:
         if ev is not None:
             ev.preempt(fw, pod, best.node, best.victims, sync=not self.args.async_preemption)
         return PostFilterResult(nominated_node=best.node), _OK
+
+    # ------------------------------------------------------------------ gangs
+
+    def preempt_for_gang(self, pod: Pod, key: str) -> tuple[PostFilterResult | None, Status]:
+        """A gang member fits nowhere: plan a node for every member of the gang without one, preempting where
+        needed, each plan seeing the victims and members planned before it; commit only if the gang reaches
+        its quorum, else evict nothing. The members planned are nominated and held until the evictions end."""
+        fw = self.handle.framework
+        gangs = self.handle.gangs
+        pg = gangs.group(key)
+        if pg is None:
+            return None, Status(Code.UNSCHEDULABLE)
+        placed = gangs.placed_members(key)
+        need = pg.quorum - len(placed)
+        if need <= 0:
+            return None, Status(Code.UNSCHEDULABLE)   # whole already: a member beyond the quorum preempts nobody
+        pods = self.handle.pods
+        members = [pods.get(u) for u in gangs.member_uids(key) if u not in placed]
+        members = [m for m in members if m is not None and not m.node_name and not m.deleting
+                   and m.scheduler_name == pod.scheduler_name]
+        if any(m.preemption_policy == "Never" for m in members):
+            return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_NEVER)
+        if any(self.handle.preemption is not None and self.handle.preemption.is_preempting(m.uid) for m in members):
+            return None, Status(Code.UNSCHEDULABLE)   # its evictions are still under way
+        members.sort(key=lambda m: (m.uid != pod.uid, -m.requests.get("cpu", 0), -m.requests.get("memory", 0),
+                                    m.name))
+        plan: list[tuple[Pod, str, list[Pod]]] = []
+        try:
+            plan = self._plan_gang(members)
+        except _DryRunError as e:
+            return None, e.status
+        planned = len(plan)
+        if planned < need or not any(vs for _, _, vs in plan):
+            return None, Status(Code.UNSCHEDULABLE)   # evict nothing: the gang would not be whole, or need not
+        ev = self.handle.preemption
+        if ev is not None:
+            ev.preempt_group(fw, plan, sync=not self.args.async_preemption)
+        mine = next((n for m, n, _ in plan if m.uid == pod.uid), "")
+        return PostFilterResult(nominated_node=mine), _OK
+
+    def _plan_gang(self, members: list[Pod]) -> list[tuple[Pod, str, list[Pod]]]:
+        fw = self.handle.framework
+        cache = self.handle.cache
+        nodes = self.handle.nodes
+        plan: list[tuple[Pod, str, list[Pod]]] = []
+        lifted: list[Any] = []
+        assumed: list[Pod] = []
+        try:
+            for m in members:
+                s = CycleState()
+                rows, st, diag = fw.run_pre_filter(s, m)
+                if st.code == Code.ERROR:
+                    raise _DryRunError(st)
+                if not st.is_success():
+                    continue
+                feasible, st = fw.run_filter_with_nominated(s, m, rows, diag)
+                if st.code == Code.ERROR:
+                    raise _DryRunError(st)
+                diag.num_all_nodes = len(nodes)
+                victims: list[Pod] = []
+                if len(feasible):
+                    total, st = fw.run_score(s, m, feasible)
+                    row = int(feasible[int(np.argmax(total))]) if st.is_success() else int(feasible[0])
+                    node = nodes.names[row]
+                else:
+                    cands, _ = self.find_candidates(s, m, diag)
+                    if not cands:
+                        continue   # this member would not fit even so: nothing is evicted for it
+                    best = self.select(cands)
+                    node, victims = best.node, best.victims
+                    for v in victims:
+                        st_v = cache.lift(v.uid)
+                        if st_v is not None:
+                            lifted.append(st_v)
+                cache.assume(m, node)
+                assumed.append(m)
+                plan.append((m, node, victims))
+        finally:
+            for m in assumed:
+                cache.forget(m)
+            for st_v in reversed(lifted):
+                cache.restore(st_v)
+        return plan
 
     def priority_of(self, p: Pod) -> int:
         """A pod's priority for preemption: its PodGroup's when that sets one."""
@@ -247,14 +332,9 @@ class DefaultPreemption:
         offset = self.rng.randrange(len(potential))
         order = np.roll(potential, -offset)
         reasons: dict[str, int] = {}
-        errors: list[Status] = []
-        cands = self.dry_run(state, pod, order, want, reasons, errors)
+        cands = self.dry_run(state, pod, order, want, reasons)
         if cands:
             return cands, ""
-        if errors:
-            # upstream: with no candidate, the dry run's errors (an aggregate, repeats once) fail PostFilter
-            msgs = list(dict.fromkeys(e.message() for e in errors))
-            raise _DryRunError(Status(Code.ERROR, msgs[0] if len(msgs) == 1 else "[" + ", ".join(msgs) + "]"))
         # upstream's absent nodes: those not dry-run (a node may have given several reasons, so count nodes)
         absent = n_all - len(potential)
         if absent > 0:
@@ -328,7 +408,7 @@ class DefaultPreemption:
         return gp, whole
 
     def dry_run(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                reasons: dict[str, int], errors: list[Status]) -> list[Candidate]:
+                reasons: dict[str, int]) -> list[Candidate]:
         """DryRunPreemption over ``order`` (potential rows from the random offset): candidates, and per failing
         node its reason counted into ``reasons``."""
         fw = self.handle.framework
@@ -342,8 +422,8 @@ class DefaultPreemption:
         if len(with_victims) == 0:
             return []
         if fw.extended(state) or pod.host_ports:
-            return self._dry_run_each(state, pod, with_victims, want, reasons, errors)
-        return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons, errors)
+            return self._dry_run_each(state, pod, with_victims, want, reasons)
+        return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons)
 
     def _filter(self, state: CycleState, pod: Pod, rows: np.ndarray, reasons: dict[str, int] | None) -> np.ndarray:
         """The rows of ``rows`` where ``pod`` passes every filter now (with nominated pods)."""
@@ -359,8 +439,7 @@ class DefaultPreemption:
         return passed
 
     def _dry_run_batched(self, state: CycleState, pod: Pod, order: np.ndarray, slots: np.ndarray,
-                         vrows: np.ndarray, want: int, reasons: dict[str, int],
-                         errors: list[Status]) -> list[Candidate]:
+                         vrows: np.ndarray, want: int, reasons: dict[str, int]) -> list[Candidate]:
         nodes = self.handle.nodes
         pt = self.handle.cache.pod_table
         req = pt.columns()
@@ -376,7 +455,7 @@ class DefaultPreemption:
             try:
                 fits = self._filter(state, pod, order, reasons)
             except _DryRunError as e:
-                errors.append(e.status)
+                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
                 return []
             fits_in_order = order[np.isin(order, fits)]
             out: list[Candidate] = []
@@ -384,11 +463,7 @@ class DefaultPreemption:
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
-                try:
-                    _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
-                except _DryRunError as e:
-                    errors.append(e.status)
-                    break
+                _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
                 nonviolating = sum(1 for c in out if c.pdb_violations == 0)
                 if nonviolating > 0 and len(out) >= want:
                     break
@@ -532,7 +607,7 @@ class DefaultPreemption:
         return out
 
     def _dry_run_each(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                      reasons: dict[str, int], errors: list[Status]) -> list[Candidate]:
+                      reasons: dict[str, int]) -> list[Candidate]:
         """One node at a time on a clone of the cycle state, through AddPod/RemovePod (SelectVictimsOnNode)."""
         fw = self.handle.framework
         nodes = self.handle.nodes
@@ -543,39 +618,46 @@ class DefaultPreemption:
         for row in order.tolist():
             u = self._units(pod, np.array([row], dtype=np.int64), slots, vrows)
             s = state.clone()
-            members = [cache.pods[pt.uids[m]].pod for ms in u.members for m in ms]
-            for p in members:
-                nodes.charge(row, p, -1)
+            off: set[int] = set()          # units whose members are off the node table now (restored at the end)
+
+            def take(i: int) -> None:
+                off.add(i)
+                for m in u.members[i]:
+                    p = cache.pods[pt.uids[m]].pod
+                    nodes.charge(row, p, -1)
+                    _ok(fw.run_remove_pod(s, pod, p, row))
+
+            def give(i: int) -> None:
+                off.discard(i)
+                for m in u.members[i]:
+                    p = cache.pods[pt.uids[m]].pod
+                    nodes.charge(row, p, 1)
+                    _ok(fw.run_add_pod(s, pod, p, row))
+
             victim = np.zeros(len(u.row), dtype=bool)
-            removed = list(range(len(u.row)))
+            one = np.array([row], dtype=np.int64)
             try:
-                for p in members:
-                    _extension(fw.run_remove_pod(s, pod, p, row))
+                for i in range(len(u.row)):
+                    take(i)
                 # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
                 for r, p in self._elsewhere(u, row):
-                    _extension(fw.run_remove_pod(s, pod, p, r))
-                fits = len(self._filter(s, pod, np.array([row], dtype=np.int64), reasons)) > 0
+                    _ok(fw.run_remove_pod(s, pod, p, r))
+                fits = len(self._filter(s, pod, one, reasons)) > 0
                 if fits:
                     for i in np.argsort(u.rank, kind="stable").tolist():
-                        ps = [cache.pods[pt.uids[m]].pod for m in u.members[i]]
-                        for p in ps:
-                            nodes.charge(row, p, 1)
-                        removed.remove(i)   # charged back: should the filter fail, the finally must not charge it again
-                        for p in ps:
-                            _extension(fw.run_add_pod(s, pod, p, row))
-                        if len(self._filter(s, pod, np.array([row], dtype=np.int64), None)):
+                        give(i)
+                        if len(self._filter(s, pod, one, None)):
                             continue
-                        for p in ps:
-                            nodes.charge(row, p, -1)
-                        removed.append(i)
-                        for p in ps:
-                            _extension(fw.run_remove_pod(s, pod, p, row))
+                        take(i)
                         victim[i] = True
             except _DryRunError as e:
-                errors.append(e.status)
+                if e.status.code == Code.ERROR:
+                    self._errors.append(e.status)
+                else:
+                    reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
                 fits = False
             finally:
-                for i in removed:
+                for i in off:
                     for m in u.members[i]:
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
@@ -599,8 +681,8 @@ class DefaultPreemption:
         return out
 
 
-def _extension(st: Status) -> None:
-    """An AddPod/RemovePod that fails ends the node's dry run with an Error, as upstream's SelectVictimsOnNode."""
+def _ok(st: Status) -> None:
+    """An AddPod/RemovePod failure ends the node's dry run (upstream returns its status)."""
     if not st.is_success():
         raise _DryRunError(st)
 

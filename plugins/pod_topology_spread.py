@@ -50,9 +50,19 @@ constraint honors a policy the pod can fail. At 5,000 nodes and 10,000
 placed pods one zone constraint costs about 40 us to filter and 50 us to
 score (bench/micro_spread.py).
 
-Not here yet: PreFilter's AddPod/RemovePod extensions for preemption's
-dry runs (the framework has no such point yet); the state is read-only, so
-clones share it.
+**AddPod/RemovePod** (PreFilterExtensions, for preemption's dry runs and
+nominated pods) move one domain's count per constraint as upstream's
+updateWithPod does, without touching the cache, and keep the minimum and
+the verdicts in step: PreFilter keeps, per constraint, the eligible
+domains (``present``, which an update never changes) next to the counts.
+The minimum is exact (upstream keeps two critical paths, which hold it
+only while a state's updates are all on one node, as upstream's callers
+make them), and only the updated domain's verdict is worked out again
+unless the minimum moved. The pod added or removed counts
+as PreFilter counts pods (same namespace, not being deleted, never for an
+empty selector); upstream's updateWithPod counts deleting pods and empty
+selectors, so it can disagree with its own PreFilter there. The state is
+never mutated: an update writes a new one, so clones are independent.
 
 Must never mutate the node table or the count columns it reads.
 """
@@ -184,8 +194,9 @@ class _Hard:
     """One DoNotSchedule constraint, counted over the eligible nodes."""
 
     key: str
-    max_skew: int
+    constraint: SpreadConstraint   # its selector, maxSkew, minDomains and policies (for AddPod/RemovePod)
     match: np.ndarray        # int64[V]: matching pods per value id of ``key`` (0 where no eligible node)
+    present: np.ndarray      # bool[V]: the eligible nodes' domains, empty ones included (fixed for the cycle)
     min_match: int           # the global minimum (0 while there are fewer domains than minDomains)
     self_match: int          # 1 if the constraint's selector matches the pod itself
     verdict: np.ndarray      # int8[V] by value id: _FITS, _SKEWED, or _MISSING_LABEL (id 0: the node lacks the key)
@@ -193,9 +204,48 @@ class _Hard:
 
 @dataclass(frozen=True, slots=True)
 class _PreFilterState:
-    """Read-only once written (clones share it)."""
+    """Never mutated: clones share it, and AddPod/RemovePod write a new one (copying what they change)."""
 
     constraints: tuple[_Hard, ...]
+
+
+def _judged(c: SpreadConstraint, match: np.ndarray, present: np.ndarray, self_match: int) -> _Hard:
+    """The constraint with its global minimum and its verdict per value id worked out from ``match``."""
+    domains = int(np.count_nonzero(present))
+    if domains < c.min_domains:
+        min_match = 0
+    elif domains == 0:
+        min_match = _INT32_MAX   # minDomains <= 0 from the args: upstream's untouched critical path
+    else:
+        min_match = int(match[present].min())
+    return _Hard(c.topology_key, c, match, present, min_match, self_match, _verdicts(c, match, self_match, min_match))
+
+
+def _verdicts(c: SpreadConstraint, match: np.ndarray, self_match: int, min_match: int) -> np.ndarray:
+    """int8[V]: _SKEWED where ``match + selfMatch - minimum > maxSkew``, else _FITS; _MISSING_LABEL at id 0."""
+    verdict = (match + (self_match - min_match) > c.max_skew).astype(np.int8)
+    verdict[0] = _MISSING_LABEL
+    return verdict
+
+
+def _moved(h: _Hard, v: int, delta: int) -> _Hard:
+    """``h`` with ``delta`` more matching pods in domain ``v`` (a value id in ``h.present``): upstream's
+    updateWithPod, with the exact global minimum instead of two critical paths. ``h`` is left as it was."""
+    match = h.match.copy()
+    match[v] += delta
+    c = h.constraint
+    min_match = h.min_match
+    if int(np.count_nonzero(h.present)) >= c.min_domains:   # else the minimum stays 0
+        if delta < 0:
+            min_match = min(min_match, int(match[v]))
+        elif h.match[v] == min_match:                       # v may have been the only domain at the minimum
+            min_match = int(match[h.present].min())
+    if min_match == h.min_match:                            # only v's verdict can change
+        verdict = h.verdict.copy()
+        verdict[v] = _SKEWED if match[v] + h.self_match - min_match > c.max_skew else _FITS
+    else:
+        verdict = _verdicts(c, match, h.self_match, min_match)
+    return replace(h, match=match, min_match=min_match, verdict=verdict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +282,8 @@ class _KeyIds:
 @register
 class PodTopologySpread:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "Filter", "PreScore", "Score", "NormalizeScore"})
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "PreFilterExtensions", "Filter", "PreScore",
+                                  "Score", "NormalizeScore"})
     Args = PodTopologySpreadArgs
 
     def __init__(self, args: PodTopologySpreadArgs | None, handle: Any) -> None:
@@ -290,7 +341,7 @@ class PodTopologySpread:
 
     def _counts(self, pod: Pod, c: SpreadConstraint) -> np.ndarray | None:
         """int32[cap] placed pods per row counted by ``c`` (pod's namespace, not deleting); None: none count."""
-        if c.selector.empty or c.selector.nothing:   # countPodsMatchSelector counts nothing for either
+        if _counts_nothing(c.selector):
             return None
         return self.handle.counts.column((PodSelection(c.selector, frozenset((pod.namespace,))),), skip_deleting=True)
 
@@ -391,17 +442,7 @@ class PodTopologySpread:
                 present = np.bincount(k.ids[eligible], minlength=size) > 0   # the domains, empty ones included
                 match = (np.zeros(size, dtype=np.int64) if counts is None
                          else domain_counts(nodes, c.topology_key, counts, rows[eligible]))
-            domains = int(np.count_nonzero(present))
-            if domains < c.min_domains:
-                min_match = 0
-            elif domains == 0:
-                min_match = _INT32_MAX   # minDomains <= 0 from the args: upstream's untouched critical path
-            else:
-                min_match = int(match[present].min())
-            self_match = 1 if c.selector.matches(pod.labels) else 0
-            verdict = (match + (self_match - min_match) > c.max_skew).astype(np.int8)   # _FITS or _SKEWED
-            verdict[0] = _MISSING_LABEL
-            out.append(_Hard(c.topology_key, c.max_skew, match, min_match, self_match, verdict))
+            out.append(_judged(c, match, present, 1 if c.selector.matches(pod.labels) else 0))
         return _PreFilterState(tuple(out))
 
     def filter(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: np.ndarray) -> FilterResult:
@@ -428,6 +469,45 @@ class PodTopologySpread:
         if skewed.any():
             rejections.append(Rejection(ERR_REASON_CONSTRAINTS_NOT_MATCH, skewed, Code.UNSCHEDULABLE))
         return FilterResult(passed, rejections)
+
+    # ------------------------------------------------------------------ PreFilterExtensions
+
+    def add_pod(self, state: CycleState, pod: Pod, pod_to_add: Pod, row: int) -> Status:
+        """AddPod: PreFilter's counts as if ``pod_to_add`` were on ``row`` too."""
+        return self._update(state, pod, pod_to_add, row, 1)
+
+    def remove_pod(self, state: CycleState, pod: Pod, pod_to_remove: Pod, row: int) -> Status:
+        """RemovePod: PreFilter's counts as if ``pod_to_remove`` were gone from ``row``."""
+        return self._update(state, pod, pod_to_remove, row, -1)
+
+    def _update(self, state: CycleState, pod: Pod, other: Pod, row: int, delta: int) -> Status:
+        """upstream's updateWithPod: ``other`` counts for each constraint whose selector matches it, in the
+        domain of ``row``, when the node has every constraint's key and passes the constraint's inclusion
+        policies for the pod. Counted as PreFilter counts (countPodsMatchSelector): only in the pod's
+        namespace, not while being deleted, and never for an empty or nil selector (where upstream's
+        updateWithPod, unlike its PreFilter, would count)."""
+        s = state.get(PRE_FILTER_KEY)
+        if s is None:
+            return Status(Code.ERROR, f'reading "{PRE_FILTER_KEY}" from cycleState: not found', plugin=NAME)
+        if other.namespace != pod.namespace or other.deleting:
+            return _OK
+        hits = [i for i, h in enumerate(s.constraints)
+                if not _counts_nothing(h.constraint.selector) and h.constraint.selector.matches(other.labels)]
+        if not hits:
+            return _OK
+        nodes = self.handle.nodes
+        one = np.array([row], dtype=np.int64)
+        ids = [int(_label_ids(nodes, h.key, one)[0]) for h in s.constraints]
+        if not all(ids):
+            return _OK   # nodeLabelsMatchSpreadConstraints: the node counts for no constraint
+        policies = self._policy_masks(pod, tuple(h.constraint for h in s.constraints), nodes, one)
+        moved = list(s.constraints)
+        for i in hits:
+            policy = policies[i]
+            if policy is None or policy[0]:
+                moved[i] = _moved(moved[i], ids[i], delta)
+        state.write(PRE_FILTER_KEY, _PreFilterState(tuple(moved)))
+        return _OK
 
     # ------------------------------------------------------------------ scoring
 
@@ -575,6 +655,11 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
     out = low.astype(np.int64)
     out += x >= 0.5
     return out
+
+
+def _counts_nothing(selector: LabelSelector) -> bool:
+    """countPodsMatchSelector counts no pod for an empty (``{}``) or nil selector."""
+    return selector.empty or selector.nothing
 
 
 def _has_keys(labels: dict[str, str], constraints: Iterable[SpreadConstraint]) -> bool:

@@ -669,6 +669,13 @@ class Cache:
         if st is not None and st.assumed:
             self._discharge(pod.uid)
 
+    def lift(self, uid: str) -> PodState | None:
+        """Take a placed pod off its node for a what-if (gang preemption's plan); :meth:`restore` puts it back."""
+        return self._discharge(uid)
+
+    def restore(self, st: PodState) -> None:
+        self._charge(st.pod, st.node, st.assumed)
+
     def is_assumed(self, uid: str) -> bool:
         st = self.pods.get(uid)
         return st is not None and st.assumed

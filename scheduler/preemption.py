@@ -44,7 +44,8 @@ PLUGIN = "DefaultPreemption"
 class Preemption:
     def __init__(self, cache: Any, client: Any, metrics: Any, clock: Clock,
                  spawn: Callable[[Any, str], Any], activate: Callable[[list[str]], None],
-                 write_nomination: Callable[[Pod, str], None]) -> None:
+                 write_nomination: Callable[[Pod, str], None],
+                 gate: Callable[[str, str], None] = lambda uid, plugin: None) -> None:
         self.cache = cache
         self.client = client
         self.metrics = metrics
@@ -52,6 +53,7 @@ class Preemption:
         self.spawn = spawn
         self.activate = activate
         self.write_nomination = write_nomination
+        self.gate = gate                                  # hold a queued pod at PreEnqueue (queue.gate)
         self.preempting: set[str] = set()                 # preemptors whose evictions are under way
         self.sync_waits: list[asyncio.Future[Any]] = []   # tasks the loop awaits (synchronous mode)
         self.evicted = 0                                  # victims deleted or rejected (for benchmarks)
@@ -65,21 +67,32 @@ class Preemption:
 
     # ------------------------------------------------------------------ in the cycle
 
-    def preempt(self, fw: Any, pod: Pod, node: str, victims: list[Pod], sync: bool = False,
-                nominate: bool = True) -> None:
+    def preempt(self, fw: Any, pod: Pod, node: str, victims: list[Pod], sync: bool = False) -> None:
         """Nominate ``pod`` to ``node`` and evict ``victims`` off the cycle. Synchronous; never raises."""
+        self.preempt_group(fw, [(pod, node, victims)], sync)
+
+    def preempt_group(self, fw: Any, plan: list[tuple[Pod, str, list[Pod]]], sync: bool = False) -> None:
+        """Nominate each pod of ``plan`` to its node and evict all their victims in one task (a gang preempts
+        for all its missing members at once). The pods are held at PreEnqueue until the task ends."""
+        victims: dict[str, tuple[Pod, Pod, str]] = {}
+        for pod, node, vs in plan:
+            for v in vs:
+                victims.setdefault(v.uid, (v, pod, node))
         if self.metrics is not None:
             self.metrics.preemption_victims.observe(len(victims))
         nominations = self.cache.nominations
-        if nominate:
+        uids = {pod.uid for pod, _, _ in plan}
+        for pod, node, _ in plan:
             nominations.set(pod, node)
-        for other in nominations.on(node):
-            if other.uid != pod.uid and other.priority < pod.priority:
-                nominations.clear(other.uid)
-                self.write_nomination(other, "")
-        self.preempting.add(pod.uid)
-        fut = asyncio.ensure_future(self._run(fw, pod, node, victims))
-        self.spawn(fut, f"preemption for {pod.key}")
+            self.write_nomination(pod, node)
+            for other in nominations.on(node):
+                if other.uid not in uids and other.priority < pod.priority:
+                    nominations.clear(other.uid)
+                    self.write_nomination(other, "")
+            self.preempting.add(pod.uid)
+            self.gate(pod.uid, PLUGIN)   # a member waiting in the queue: held too (one in a cycle is held at _fail)
+        fut = asyncio.ensure_future(self._run(fw, [(p, n) for p, n, _ in plan], list(victims.values())))
+        self.spawn(fut, f"preemption for {plan[0][0].key}" + (f" and {len(plan) - 1} more" if len(plan) > 1 else ""))
         if sync:
             self.sync_waits.append(fut)
 
@@ -91,35 +104,38 @@ class Preemption:
 
     # ------------------------------------------------------------------ off the cycle
 
-    async def _run(self, fw: Any, pod: Pod, node: str, victims: list[Pod]) -> None:
+    async def _run(self, fw: Any, pods: list[tuple[Pod, str]], victims: list[tuple[Pod, Pod, str]]) -> None:
         t0 = time.perf_counter()
         result = "success"
         try:
-            api: list[Pod] = []
-            for v in victims:
+            api: list[tuple[Pod, Pod, str]] = []
+            for v, pod, node in victims:
                 wp = _waiting(fw, v.uid)
                 if wp is not None:
                     wp.reject(PLUGIN, "preempted")   # its room is released now, synchronously
                     self._event(fw, pod, v, node)
                 else:
-                    api.append(v)
+                    api.append((v, pod, node))
             if api:
-                outcomes = await asyncio.gather(*(self._evict(fw, pod, v, node) for v in api), return_exceptions=True)
+                outcomes = await asyncio.gather(*(self._evict(fw, pod, v, node) for v, pod, node in api),
+                                                return_exceptions=True)
                 errors = [o for o in outcomes if isinstance(o, BaseException)]
                 if errors:
                     raise errors[0]
         except asyncio.CancelledError:
             result = "error"
             raise
-        except Exception as exc:  # noqa: BLE001 - the preemptor goes back to the queue, nominated nowhere
+        except Exception as exc:  # noqa: BLE001 - the preemptors go back to the queue, nominated nowhere
             result = "error"
-            log.warning("preemption for %s on %s failed: %s", pod.key, node, exc)
-            if self.cache.nominations.get(pod.uid) == node:
-                self.cache.nominations.clear(pod.uid)
-            self.write_nomination(pod, "")
+            log.warning("preemption for %s failed: %s", ", ".join(f"{p.key} on {n}" for p, n in pods), exc)
+            for pod, node in pods:
+                if self.cache.nominations.get(pod.uid) == node:
+                    self.cache.nominations.clear(pod.uid)
+                self.write_nomination(pod, "")
         finally:
-            self.preempting.discard(pod.uid)
-            self.activate([pod.uid])
+            for pod, _ in pods:
+                self.preempting.discard(pod.uid)
+            self.activate([pod.uid for pod, _ in pods])
             if self.metrics is not None:
                 self.metrics.preemption_goroutines_duration.labels(result).observe(time.perf_counter() - t0)
                 self.metrics.preemption_goroutines_execution.labels(result).inc()

@@ -62,6 +62,7 @@ class ScheduleOne:
     pods: dict[str, Pod]
     priority_classes: set[str] | None
     metrics: Any
+    preemption: Any
     rng: random.Random
     next_start: int
     cycle_durations: list[float]
@@ -84,6 +85,14 @@ class ScheduleOne:
             failed = self.schedule_one(member)
             if failed is None:
                 continue
+            if self.preemption.is_preempting(member.pod.uid):
+                # its PostFilter planned room for every missing member and started the evictions: the members
+                # not tried yet wait with it (held at PreEnqueue, nominated); those waiting at Permit keep waiting
+                msg = failed.message()
+                for rest in members[i + 1:]:
+                    self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin="DefaultPreemption"),
+                               reason="Unschedulable", message=msg)
+                return
             # one member cannot be placed. If the gang cannot be whole now, the plugin rejects the
             # members waiting at Permit (their room is released synchronously, see _release) and the
             # members not tried yet go back to the queue with the gang's reason.

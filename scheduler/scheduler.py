@@ -80,7 +80,7 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self.pdbs: dict[str, Any] = {}        # PodDisruptionBudgets by "ns/name", from their informer (app.py)
         # the eviction executor: preemption's API calls, off the cycle (preemption.py)
         self.preemption = Preemption(self.cache, client, metrics, self.clock, self._spawn, self.queue.activate,
-                                     self._set_nomination)
+                                     self._set_nomination, self.queue.gate)
         for fw in self.frameworks.values():
             h = fw.handle
             h.pods, h.activate = self.pods, self.queue.activate

@@ -18,14 +18,15 @@ from pathlib import Path
 import orjson
 import yaml
 
-from bench.simcluster.agent import AgentConfig
+from bench.simcluster.agent import AgentConfig, parse_seconds
 from bench.simcluster.cluster import DEFAULT_NODE_TEMPLATE, SimCluster
 from bench.simcluster.faults import FaultRule, Faults
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.simcluster",
-                                description="A kube-apiserver stand-in with simulated nodes and a kubelet stand-in.")
+                                description="A kube-apiserver stand-in with simulated nodes, a kubelet stand-in "
+                                            "and a disruption controller.")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     p.add_argument("--nodes", type=int, default=0, help="nodes to create from the template")
     p.add_argument("--zones", type=int, default=3, help="spread nodes over this many zones (label topology.kubernetes.io/zone)")
@@ -34,15 +35,31 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--watch-window", type=int, default=20_000,
                    help="events retained per resource; watches from older resourceVersions get 410 Expired")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
-    p.add_argument("--no-agent", action="store_true", help="do not run the node agent (pods stay Pending after binding)")
+    p.add_argument("--no-agent", action="store_true",
+                   help="do not run the node agent nor the disruption controller (pods stay Pending after binding)")
     p.add_argument("--ready-delay", type=float, default=1.0, help="seconds from bind to Running and Ready")
     p.add_argument("--run-time", type=float, default=0.0, help="seconds a running pod runs before it Succeeds (0: forever)")
+    p.add_argument("--termination-delay", type=termination_delay, default=AgentConfig().termination_delay,
+                   metavar="SECONDS|grace",
+                   help="seconds from a graceful delete to the pod's removal, at most its grace period "
+                        "('grace': the whole grace period; per pod: annotation "
+                        "simcluster.tandem.dev/termination-seconds)")
     p.add_argument("--fault", action="append", default=[], metavar="VERB:RESOURCE:key=value,...",
                    help="inject faults, e.g. create:pods/binding:error_rate=0.1,error_code=500 "
                         "or '*:*:throttle_rate=0.05,retry_after=1' or list:pods:latency=0.2")
     p.add_argument("--watch-drop-interval", type=float, default=0.0, help="cut every watch after this many seconds")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
+
+
+def termination_delay(text: str) -> float | None:
+    """``--termination-delay``: seconds, or ``grace`` for the pod's whole grace period (AgentConfig's None)."""
+    if text == "grace":
+        return None
+    seconds = parse_seconds(text)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"expected seconds (a number >= 0) or 'grace', got {text!r}")
+    return seconds
 
 
 def load_template(path: Path) -> dict:
@@ -61,7 +78,8 @@ async def serve(args: argparse.Namespace) -> None:
         faults = Faults(rules=[FaultRule.parse(s) for s in args.fault], watch_drop_interval=args.watch_drop_interval)
     except ValueError as exc:
         raise SystemExit(str(exc))
-    agent = None if args.no_agent else AgentConfig(ready_delay=args.ready_delay, run_time=args.run_time)
+    agent = None if args.no_agent else AgentConfig(ready_delay=args.ready_delay, run_time=args.run_time,
+                                                   termination_delay=args.termination_delay)
     template = load_template(args.node_template) if args.node_template else DEFAULT_NODE_TEMPLATE
     cluster = SimCluster(nodes=args.nodes, zones=args.zones, port=args.port, node_template=template, agent=agent,
                          faults=faults, watch_window=args.watch_window, bookmark_interval=args.bookmark_interval,

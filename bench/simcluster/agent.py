@@ -9,19 +9,26 @@
   ``simcluster.tandem.dev/fail: "true"``, goes to Failed instead of Running;
   ``simcluster.tandem.dev/never-ready: "true"`` runs but never turns Ready;
   ``simcluster.tandem.dev/run-seconds`` overrides run_time per pod.
-* A graceful delete completes after ``termination_delay`` (at most the
-  grace period): the kubelet's final delete with gracePeriodSeconds=0.
+* A graceful delete completes after ``termination_delay`` seconds, never
+  later than the pod's grace period (``deletionGracePeriodSeconds``);
+  ``termination_delay=None`` waits the full grace period, as a container
+  that ignores SIGTERM makes a kubelet do. Until then the pod stays in the
+  store with its deletionTimestamp; then the agent deletes it with
+  gracePeriodSeconds=0, the kubelet's final delete.
+  ``simcluster.tandem.dev/termination-seconds`` overrides the delay per pod
+  (float seconds, still at most the grace period). A second delete that
+  shortens the grace period shortens the wait, as the kubelet honours it.
 * Pods on a node that is deleted, or bound to a node that never existed,
   fail with a DisruptionTarget condition (reason DeletionByPodGC), as the
   pod garbage collector marks them.
 
 It reads the store directly (a cursor over the pods and nodes tables), not
-over HTTP: it is part of the simulated cluster, not a client of it.
+over HTTP: it is part of the simulated cluster, not a client of it (see
+:mod:`bench.simcluster.looping`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import logging
 import random
@@ -31,8 +38,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench.simcluster import errors
+from bench.simcluster.looping import StoreLoop
 from bench.simcluster.resources import lookup
-from bench.simcluster.store import DELETED, MATCH_ALL, Dropped, Store, Watcher
+from bench.simcluster.store import DELETED, MATCH_ALL, Store, Watcher
 
 log = logging.getLogger("simcluster.agent")
 
@@ -42,6 +50,7 @@ NODES = lookup("", "v1", "nodes")
 FAIL = "simcluster.tandem.dev/fail"
 NEVER_READY = "simcluster.tandem.dev/never-ready"
 RUN_SECONDS = "simcluster.tandem.dev/run-seconds"
+TERMINATION_SECONDS = "simcluster.tandem.dev/termination-seconds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,53 +58,31 @@ class AgentConfig:
     ready_delay: float = 1.0
     run_time: float = 0.0          # 0: pods run until deleted
     fail_rate: float = 0.0         # fraction of pods that fail instead of starting
-    termination_delay: float = 0.2  # graceful deletes finish after min(this, grace)
+    termination_delay: float | None = 0.2  # graceful deletes finish after min(this, grace); None: the grace
     tick: float = 0.02             # how often due actions are checked
     seed: int | None = None
 
 
-class NodeAgent:
+class NodeAgent(StoreLoop):
     def __init__(self, store: Store, config: AgentConfig) -> None:
+        super().__init__("simcluster-node-agent", config.tick, log)
         self.store = store
         self.config = config
         self._rng = random.Random(config.seed)
         self._due: list[tuple[float, int, str, tuple[str, str], str]] = []  # (when, seq, action, key, uid)
         self._seq = 0
-        self._planned: dict[tuple[str, str], str] = {}  # pod key -> action already planned
-        self._task: asyncio.Task[None] | None = None
+        # pod key -> (action, seq, when) of its latest plan; seq 0 for a state nothing is due for
+        # ("running", "failed"). A due entry acts only while it is still the latest plan of its key,
+        # so a superseded one (a shortened grace period, a pod replaced under the same name) is inert.
+        self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
         self.started = 0
         self.failed = 0
 
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="simcluster-node-agent")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
     # ------------------------------------------------------------------ loop
 
-    async def _run(self) -> None:
-        pods = nodes = None
-        while True:
-            try:
-                if pods is None or nodes is None:
-                    pods, nodes = self._resync()
-                self._drain(pods, nodes)
-                self._act(time.monotonic())
-                await asyncio.sleep(self.config.tick)
-            except Dropped:
-                pods = nodes = None  # fell behind the watch window: rescan everything
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("node agent step failed; continuing")
-                await asyncio.sleep(0.5)
+    def _step(self, cursors: tuple[Watcher, Watcher]) -> None:
+        self._drain(*cursors)
+        self._act(time.monotonic())
 
     def _resync(self) -> tuple[Watcher, Watcher]:
         rv = str(self.store.rv)
@@ -121,9 +108,10 @@ class NodeAgent:
                 return
 
     def _plan(self, delay: float, action: str, key: tuple[str, str], uid: str) -> None:
-        self._planned[key] = action
         self._seq += 1
-        heapq.heappush(self._due, (time.monotonic() + delay, self._seq, action, key, uid))
+        when = time.monotonic() + delay
+        self._planned[key] = (action, self._seq, when)
+        heapq.heappush(self._due, (when, self._seq, action, key, uid))
 
     def _on_pod(self, pod: dict[str, Any]) -> None:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
@@ -131,40 +119,51 @@ class NodeAgent:
             return
         key = (meta["namespace"], meta["name"])
         planned = self._planned.get(key)
+        state = planned[0] if planned else None
         if meta.get("deletionTimestamp"):
-            if planned != "finish":
-                grace = meta.get("deletionGracePeriodSeconds") or 0
-                self._plan(min(self.config.termination_delay, grace), "finish", key, meta["uid"])
+            delay = self._termination_delay(pod)
+            if state != "finish" or time.monotonic() + delay < planned[2]:
+                self._plan(delay, "finish", key, meta["uid"])
             return
         phase = status.get("phase")
-        if phase == "Pending" and planned is None:
+        if phase == "Pending" and state is None:
             self._plan(self.config.ready_delay, "start", key, meta["uid"])
-        elif phase == "Running" and planned in (None, "start"):
-            run = self._run_time(pod)
-            if run > 0 and spec.get("restartPolicy") != "Always":
+        elif phase == "Running" and state in (None, "start"):
+            run = self._seconds(pod, RUN_SECONDS, self.config.run_time)
+            if run is not None and run > 0 and spec.get("restartPolicy") != "Always":
                 self._plan(run, "complete", key, meta["uid"])
             else:
-                self._planned[key] = "running"
+                self._planned[key] = ("running", 0, 0.0)
 
-    def _run_time(self, pod: dict[str, Any]) -> float:
-        ann = pod["metadata"].get("annotations") or {}
-        if RUN_SECONDS in ann:
-            try:
-                return float(ann[RUN_SECONDS])
-            except ValueError:
-                log.warning("pod %s/%s: annotation %s=%r is not a number; using run_time",
-                            pod["metadata"]["namespace"], pod["metadata"]["name"], RUN_SECONDS, ann[RUN_SECONDS])
-        return self.config.run_time
+    def _termination_delay(self, pod: dict[str, Any]) -> float:
+        """Seconds from seeing a pod terminating to its final delete: never more than its grace period."""
+        grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
+        delay = self._seconds(pod, TERMINATION_SECONDS, self.config.termination_delay)
+        return grace if delay is None else min(delay, grace)
+
+    @staticmethod
+    def _seconds(pod: dict[str, Any], annotation: str, default: float | None) -> float | None:
+        """The pod's ``annotation`` as seconds, or ``default`` when it is absent or not a duration."""
+        raw = (pod["metadata"].get("annotations") or {}).get(annotation)
+        if raw is None:
+            return default
+        value = parse_seconds(raw)
+        if value is None:
+            log.warning("pod %s/%s: annotation %s=%r is not a number of seconds; using the agent's default",
+                        pod["metadata"]["namespace"], pod["metadata"]["name"], annotation, raw)
+            return default
+        return value
 
     def _act(self, now: float) -> None:
         due = self._due
         while due and due[0][0] <= now:
-            _, _, action, key, uid = heapq.heappop(due)
-            if self._planned.get(key) != action:
-                continue
+            _, seq, action, key, uid = heapq.heappop(due)
+            planned = self._planned.get(key)
+            if planned is None or planned[1] != seq:
+                continue  # superseded by a later plan, or the pod is gone
             pod = self.store.get_obj(PODS, key[0], key[1])
             if pod is None or pod["metadata"].get("uid") != uid:
-                self._planned.pop(key, None)
+                del self._planned[key]
                 continue
             try:
                 if action == "start":
@@ -234,7 +233,7 @@ class NodeAgent:
         _set_conditions(status, now, {"DisruptionTarget": "True", "Ready": "False"},
                         reason="DeletionByPodGC", message=message)
         self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
-        self._planned[(meta["namespace"], meta["name"])] = "failed"
+        self._planned[(meta["namespace"], meta["name"])] = ("failed", 0, 0.0)
         self.failed += 1
 
     def _node_gone(self, node: str) -> None:
@@ -244,6 +243,15 @@ class NodeAgent:
                     self._gc(entry.obj(), f"PodGC: node {node} no longer exists")
                 except errors.APIError as exc:
                     log.warning("node agent: failing pod %s/%s: %s", *entry.key, exc.message)
+
+
+def parse_seconds(text: str) -> float | None:
+    """``text`` as a duration in seconds (a number >= 0, "inf" included), or None when it is not one."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if value >= 0 else None  # NaN fails the comparison: it would corrupt the heap's order
 
 
 def _set_conditions(status: dict[str, Any], now: str, want: dict[str, str], reason: str = "",

@@ -1,4 +1,4 @@
-"""A whole simulated cluster in one object: API server, nodes, node agent, kubeconfig.
+"""A whole simulated cluster in one object: API server, nodes, node agent, disruption controller, kubeconfig.
 
 Used three ways, all through :class:`SimCluster`:
 
@@ -22,6 +22,7 @@ import yaml
 from aiohttp import web
 
 from bench.simcluster.agent import AgentConfig, NodeAgent
+from bench.simcluster.disruption import DisruptionController
 from bench.simcluster.faults import Faults
 from bench.simcluster.resources import lookup
 from bench.simcluster.server import APIServer
@@ -79,14 +80,18 @@ def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = "tan
 
 @dataclass
 class SimCluster:
-    """API server + nodes + node agent. An async context manager."""
+    """API server + nodes + node agent + disruption controller. An async context manager.
+
+    The disruption controller (PodDisruptionBudget status) runs with the node agent: ``agent=None``
+    leaves a bare API server, as scheduler_perf's, with neither.
+    """
 
     nodes: int = 0
     zones: int = 3
     port: int = 0
     host: str = "127.0.0.1"
     node_template: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_NODE_TEMPLATE))
-    agent: AgentConfig | None = field(default_factory=AgentConfig)  # None: no kubelet stand-in
+    agent: AgentConfig | None = field(default_factory=AgentConfig)  # None: no kubelet stand-in, no controllers
     faults: Faults = field(default_factory=Faults)
     watch_window: int = 20_000
     bookmark_interval: float = 60.0
@@ -96,6 +101,7 @@ class SimCluster:
         self.store = Store(window=self.watch_window)
         self.server = APIServer(self.store, self.faults, bookmark_interval=self.bookmark_interval)
         self.node_agent: NodeAgent | None = None
+        self.disruption_controller: DisruptionController | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -119,6 +125,8 @@ class SimCluster:
         if self.agent is not None:
             self.node_agent = NodeAgent(self.store, self.agent)
             self.node_agent.start()
+            self.disruption_controller = DisruptionController(self.store, tick=self.agent.tick)
+            self.disruption_controller.start()
         if self.kubeconfig:
             write_kubeconfig(self.kubeconfig, self.url)
 
@@ -126,6 +134,9 @@ class SimCluster:
         if self.node_agent is not None:
             await self.node_agent.stop()
             self.node_agent = None
+        if self.disruption_controller is not None:
+            await self.disruption_controller.stop()
+            self.disruption_controller = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -712,6 +712,8 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("", "ReplicationController"): (("replicas", int),),
     ("apps", "ReplicaSet"): (("replicas", int),),
     ("apps", "StatefulSet"): (("replicas", int), ("availableReplicas", int)),
+    ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
+                                        ("desiredHealthy", int), ("expectedPods", int)),
 }
 
 

@@ -818,9 +818,8 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
-        if (rt.group, rt.kind) in defaults.SCHEME_DEFAULTS:
-            self._default(rt, obj)
-            defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
+        self._default(rt, obj)
+        defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
     @staticmethod
     def _default(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -962,12 +961,7 @@ class Watcher:
 
     def poll(self, max_events: int = 2048) -> list[tuple[str, Entry]]:
         """Events available now, filtered and typed for this watcher. Raises Dropped."""
-        table = self.table
-        if self.seq < table.base:
-            raise Dropped()
-        start = self.seq - table.base
-        chunk = table.log[start:start + max_events]
-        self.seq += len(chunk)
+        chunk = self._take(max_events)
         out: list[tuple[str, Entry]] = []
         ns, match = self.ns, self.match
         for ev in chunk:
@@ -986,9 +980,25 @@ class Watcher:
                     out.append((DELETED, _restamp(ev.old, ev.rv)))
             elif match(new):
                 out.append((ev.type, new))
+        return out
+
+    def poll_events(self, max_events: int = 2048) -> list[Event]:
+        """The table's events available now, as stored: unfiltered (this watcher's namespace and
+        selector do not apply), each with the version it replaced (``Event.old``). For the stand-in's
+        controllers, which must know what a change left behind: a pod's labels before a relabel.
+        Raises Dropped."""
+        return self._take(max_events)
+
+    def _take(self, max_events: int) -> list[Event]:
+        table = self.table
+        if self.seq < table.base:
+            raise Dropped()
+        start = self.seq - table.base
+        chunk = table.log[start:start + max_events]
+        self.seq += len(chunk)
         if chunk:
             self.last_rv = chunk[-1].rv
-        return out
+        return chunk
 
     def caught_up(self) -> bool:
         return self.seq >= self.table.end()
@@ -1086,7 +1096,8 @@ def _binding_decodes(meta: Any, target: Any) -> bool:
 # kinds whose status strategy resets only spec, so that a status write keeps the body's labels,
 # annotations and finalizers (a custom resource's resets all of metadata)
 _STATUS_WRITES_METADATA = frozenset({("", "Pod"), ("", "Node"), ("", "Service"), ("", "ReplicationController"),
-                                     ("apps", "ReplicaSet"), ("apps", "StatefulSet")})
+                                     ("apps", "ReplicaSet"), ("apps", "StatefulSet"),
+                                     ("policy", "PodDisruptionBudget")})
 
 # metadata an update never changes (rest.BeforeUpdate and the strategies)
 _SYSTEM_META = ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",

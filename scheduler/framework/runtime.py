@@ -329,7 +329,8 @@ class Framework:
         """RunPreFilterExtensionAddPod: as if ``pod_to_add`` were on node ``row`` (the cache is not changed)."""
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "AddPod", p.add_pod, state, pod, pod_to_add, row)
-            if not st.is_success():   # upstream wraps any failure into an Error naming the plugin
+            if not st.is_success():
+                # upstream: fmt.Errorf("running AddPod on PreFilter plugin %q: %w", ...)
                 return Status(Code.ERROR, f'running AddPod on PreFilter plugin "{p.NAME}": {st.message()}',
                               plugin=p.NAME, error=st.error)
         return SUCCESS
@@ -339,7 +340,8 @@ class Framework:
         """RunPreFilterExtensionRemovePod: as if ``pod_to_remove`` were gone from node ``row``."""
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "RemovePod", p.remove_pod, state, pod, pod_to_remove, row)
-            if not st.is_success():   # upstream wraps any failure into an Error naming the plugin
+            if not st.is_success():
+                # upstream: fmt.Errorf("running RemovePod on PreFilter plugin %q: %w", ...)
                 return Status(Code.ERROR, f'running RemovePod on PreFilter plugin "{p.NAME}": {st.message()}',
                               plugin=p.NAME, error=st.error)
         return SUCCESS
@@ -399,6 +401,7 @@ class Framework:
         # until one succeeds or fails for good; the others' reasons are joined, the first rejector named (upstream)
         reasons: list[str] = []
         rejector = ""
+        kept = None   # a rejecting plugin's result still counts (DefaultPreemption's "" clears a nomination)
         for p in self.post_filter_plugins:
             res = self._call(p, "PostFilter", p.post_filter, state, pod, diag)
             if isinstance(res, Status):
@@ -410,9 +413,11 @@ class Framework:
                 return result, st.with_plugin(p.NAME)
             if not st.is_rejected():
                 return None, Status(Code.ERROR, *st.reasons, plugin=p.NAME, error=st.error)
+            if result is not None and kept is None:
+                kept = result
             reasons.extend(st.reasons)
             rejector = rejector or p.NAME
-        return None, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
+        return kept, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
 
     def run_score(self, state: CycleState, pod: "Pod", rows: np.ndarray) -> tuple[np.ndarray, Status]:
         """Weighted total score per row (int64[k])."""

@@ -18,7 +18,7 @@ NAME = "baseline-binder"
 @pytest.fixture
 async def cluster(tmp_path):
     kubeconfig = tmp_path / "sim.kubeconfig"
-    async with SimCluster(nodes=0, kubeconfig=str(kubeconfig)) as sim:
+    async with SimCluster(nodes=0, kubeconfig=str(kubeconfig)):
         client = await from_kubeconfig(str(kubeconfig), qps=0)
         try:
             yield client

@@ -8,10 +8,15 @@ cluster does not have yet (InterPodAffinity, PodTopologySpread, Services) is
 skipped there, and says which; the affinity workloads also run with the
 baseline binder on a simulated cluster in this process, so that their ops and
 templates are checked against the API server whatever the scheduler has.
+The preemption workloads' Smoke runs are expected to fail until tandem
+preempts (issue 11); test_preemption_workloads.py runs them against a toy
+preemptor meanwhile.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import textwrap
 import time
 from pathlib import Path
@@ -20,17 +25,16 @@ import pytest
 
 from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
-from bench.runner import RunError, run_workload
-from bench.simcluster import SimCluster
+from bench.runner import TERMINATION_SECONDS, RunError, run_workload
 from bench.simcluster import errors as sim_errors
-from bench.target import Target, TargetError, open_target, start_scheduler
+from bench.target import TargetError, open_target, start_scheduler
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
-from scheduler.apiclient import from_kubeconfig
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f) if w.name == "Smoke")
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
+PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
 SCHEDULER = "tandem-scheduler"
 
 
@@ -45,7 +49,7 @@ def expected_measured(workload) -> int:
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 17 and len(AFFINITY_SMOKE) == 7
+    assert len(SMOKE) == 21 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
 @pytest.mark.parametrize("name", SMOKE)
@@ -128,18 +132,7 @@ async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_
 
 
 # ---------------------------------------------------------------------------- in this process, no scheduler process
-
-
-@pytest.fixture
-async def sim(tmp_path):
-    """A simulated cluster in this process (no node agent) and a Target on it: fast, and its store is at hand."""
-    kubeconfig = tmp_path / "sim.kubeconfig"
-    async with SimCluster(nodes=0, agent=None, kubeconfig=str(kubeconfig)) as cluster:
-        client = await from_kubeconfig(str(kubeconfig), qps=0)
-        try:
-            yield cluster, Target(kubeconfig=kubeconfig, client=client, sim_process=None, url=cluster.url)
-        finally:
-            await client.close()
+# (the sim fixture is in conftest.py)
 
 
 def ops_workload(tmp_path: Path, test: str, ops: str):
@@ -198,7 +191,7 @@ async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by
       template: {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {generateName: pdb-, labels: {a: b}},
                  spec: {minAvailable: 1, selector: {matchLabels: {app: x}}}}
     - opcode: createAny
-      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: high}, value: 1000}
+      template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {generateName: high-}, value: 1000}
     """)
     await run_workload(workload, target, "nobody", Recorder())
     pdbs = (await target.client.list("/apis/policy/v1/namespaces/budgets/poddisruptionbudgets"))["items"]
@@ -206,6 +199,39 @@ async def test_create_any_creates_namespaced_and_cluster_scoped_objects_found_by
                                   for p in pdbs)
     classes = (await target.client.list("/apis/scheduling.k8s.io/v1/priorityclasses"))["items"]
     assert [c["value"] for c in classes if c["metadata"]["name"].startswith("high-")] == [1000]
+
+
+PRIORITY_CLASS = """\
+- opcode: createAny
+  template: {apiVersion: scheduling.k8s.io/v1, kind: PriorityClass, metadata: {name: bench-high}, value: 1000}
+- opcode: createPods
+  count: 2
+  skipWaitToCompletion: true
+  podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-},
+                spec: {priorityClassName: bench-high, containers: [{name: c, image: pause}]}}
+"""
+
+
+async def test_create_any_of_one_named_object_keeps_its_name_so_that_pods_can_name_their_priority_class(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Any", PRIORITY_CLASS)
+    await run_workload(workload, target, "nobody", Recorder())
+    await run_workload(workload, target, "nobody", Recorder())   # a second run reuses the class
+    pc = await target.client.get("/apis/scheduling.k8s.io/v1/priorityclasses/bench-high")
+    assert pc["value"] == 1000
+    pods = (await target.client.list("/api/v1/pods"))["items"]
+    assert len(pods) == 4 and {p["spec"]["priority"] for p in pods} == {1000}
+
+
+async def test_create_any_of_a_named_object_that_exists_with_other_fields_fails_naming_the_field(sim, tmp_path):
+    _, target = sim
+    await target.client.create("/apis/scheduling.k8s.io/v1/priorityclasses",
+                               {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                "metadata": {"name": "bench-high"}, "value": 7})
+    workload = ops_workload(tmp_path, "Any", PRIORITY_CLASS)
+    with pytest.raises(RunError, match=r"Any/W op 0 \(createAny\): PriorityClass bench-high exists already and "
+                                       r"differs from the template at value \(wanted 1000, found 7\)"):
+        await run_workload(workload, target, "nobody", Recorder())
 
 
 @pytest.mark.parametrize("template,namespace,message", [
@@ -244,3 +270,76 @@ async def test_create_any_answered_404_says_the_server_does_not_serve_the_kind(s
                                        r"\(scheduling.k8s.io/v1\) at POST /apis/scheduling.k8s.io/v1/priorityclasses: "
                                        r"it does not serve priorityclasses"):
         await run_workload(workload, target, "nobody", Recorder())
+
+
+async def test_a_barrier_counts_pods_deleted_before_they_bind_as_done(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Deleted", """\
+    - opcode: createNodes
+      count: 1
+    - opcode: createPods
+      count: 3
+      namespace: doomed
+      skipWaitToCompletion: true
+      podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-}, spec: {containers: [{name: c, image: x}]}}
+    - opcode: deletePods
+      namespace: doomed
+    - opcode: barrier
+      timeout: 5s
+    """)
+    recorder = Recorder()
+    await run_workload(workload, target, "nobody", recorder)   # nobody binds: only the deletes settle the barrier
+    assert len(recorder.pods) == 3 and not recorder.measured()
+    assert all(p.bound is None for p in recorder.pods.values())
+
+
+def graceful_pod(name: str, grace: int, termination_seconds: str | None = None) -> str:
+    """A pod template as one line of JSON (YAML takes it as is)."""
+    meta: dict = {"generateName": f"{name}-"}
+    if termination_seconds is not None:
+        meta["annotations"] = {TERMINATION_SECONDS: termination_seconds}
+    return json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+                       "spec": {"terminationGracePeriodSeconds": grace, "containers": [{"name": "c", "image": "x"}]}})
+
+
+async def test_the_runner_finishes_graceful_deletes_of_pods_annotated_termination_seconds_as_the_agent_would(
+        sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Slow", f"""\
+    - opcode: createNodes
+      count: 1
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("quick", 5, "0.3")}
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("capped", 1, "30")}
+    - opcode: createPods
+      count: 1
+      podTemplate: {graceful_pod("plain", 5)}
+    - opcode: sleep
+      duration: 3s
+    """)
+    async with BaselineBinder(target.client):
+        run = asyncio.create_task(run_workload(workload, target, BASELINE_SCHEDULER_NAME, Recorder()))
+        try:
+            async with asyncio.timeout(10):
+                while len(pods := (await target.client.list("/api/v1/pods"))["items"]) < 3 or \
+                        not all(p["spec"].get("nodeName") for p in pods):
+                    await asyncio.sleep(0.02)
+                deleted = time.monotonic()
+                for p in pods:   # as a scheduler preempting does: with the pod's own grace period
+                    await target.client.delete_pod(p["metadata"]["namespace"], p["metadata"]["name"])
+                gone_after: dict[str, float] = {}
+                while len(gone_after) < 2:
+                    left = {p["metadata"]["name"].split("-")[0] for p in
+                            (await target.client.list("/api/v1/pods"))["items"]}
+                    for name in {"quick", "capped"} - left - set(gone_after):
+                        gone_after[name] = time.monotonic() - deleted
+                    await asyncio.sleep(0.02)
+        finally:
+            await run
+    assert 0.25 <= gone_after["quick"] < gone_after["capped"]   # after its annotation's 0.3 s
+    assert 0.9 <= gone_after["capped"] < 3                       # after its grace period's 1 s, not 30
+    (plain,) = (await target.client.list("/api/v1/pods"))["items"]
+    assert plain["metadata"]["deletionTimestamp"]                # not annotated: left to the cluster

@@ -21,6 +21,9 @@ AFFINITY_TEST_CASES = ("SchedulingPodAntiAffinity", "SchedulingPodAffinity", "Sc
                        "SchedulingPreferredPodAntiAffinity", "TopologySpreading", "PreferredTopologySpreading",
                        "SchedulingDefaultTopologySpreading")
 AFFINITY_SCALES = ("Smoke", "500Nodes", "5000Nodes")
+# preemption.yaml: scheduler_perf's default_preemption test cases and ours, up to 5,000 nodes
+PREEMPTION_TEST_CASES = ("PreemptionBasic", "PreemptionAsync", "PreemptionAsyncSlowDeletion", "GangPreemption")
+PREEMPTION_SCALES = AFFINITY_SCALES
 HOSTNAME = "kubernetes.io/hostname"
 
 
@@ -179,6 +182,92 @@ def test_unschedulable_barrier_waits_only_for_pods_that_can_schedule():
     unschedulable = {op.namespace for op in w.ops if isinstance(op, CreatePods) and op.skip_wait
                      and op.template["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "9"}
     assert barrier.namespaces and not unschedulable & set(barrier.namespaces)
+
+
+def preemption_workloads():
+    return [pytest.param(w, id=w.full_name) for w in load_workloads(WORKLOADS / "preemption.yaml")]
+
+
+def cpu_milli(template: dict) -> int:
+    total = 0
+    for c in template["spec"]["containers"]:
+        q = c["resources"]["requests"]["cpu"]
+        total += int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+    return total
+
+
+def pod_ops(w) -> list[tuple[object, dict]]:
+    """(op, pod template) of every op that creates pods, churn included."""
+    out: list[tuple[object, dict]] = []
+    for op in w.ops:
+        if isinstance(op, CreatePods):
+            out.append((op, op.template))
+        elif isinstance(op, CreatePodGroups):
+            out.append((op, op.pod_template))
+        elif isinstance(op, Churn):
+            out += [(op, t) for t in op.templates if t["kind"] == "Pod"]
+    return out
+
+
+def test_preemption_file_has_every_test_case_at_smoke_500_and_5000_nodes():
+    names = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml")]
+    assert names == [f"{t}/{s}" for t in PREEMPTION_TEST_CASES for s in PREEMPTION_SCALES]
+
+
+@pytest.mark.parametrize("w", preemption_workloads())
+def test_preemption_pods_get_their_priority_from_a_class_the_workload_creates_first(w):
+    classes = {op.template["metadata"]["name"]: op.template["value"] for op in w.ops if isinstance(op, CreateAny)
+               and op.template["kind"] == "PriorityClass"}
+    assert classes == {"bench-low-priority": 0, "bench-high-priority": 10000}
+    first_pods = min(op.index for op, _ in pod_ops(w))
+    assert all(op.index < first_pods and op.count == 1 for op in w.ops if isinstance(op, CreateAny))
+    for _, template in pod_ops(w):
+        # a real API server refuses spec.priority that its class (or the lack of one) does not give
+        assert "priority" not in template["spec"]
+        assert template["spec"].get("priorityClassName", "bench-low-priority") in classes
+
+
+@pytest.mark.parametrize("w", preemption_workloads())
+def test_low_priority_pods_fill_every_node_so_that_preemptors_fit_only_after_evicting(w):
+    (nodes,) = [op for op in w.ops if isinstance(op, CreateNodes)]
+    node_cpu = int(nodes.template["status"]["capacity"]["cpu"]) * 1000
+    low = [(op, t) for op, t in pod_ops(w) if t["spec"].get("priorityClassName") == "bench-low-priority"]
+    high = [(op, t) for op, t in pod_ops(w) if t["spec"].get("priorityClassName") == "bench-high-priority"]
+    low_pods = sum(op.count * getattr(op, "pods_per_group", 1) for op, _ in low)
+    (per_pod,) = {cpu_milli(t) for _, t in low}
+    assert low_pods == 4 * nodes_of(w) and 4 * per_pod <= node_cpu < 5 * per_pod   # four on every node
+    free = node_cpu - 4 * per_pod
+    for op, t in high:
+        assert free < cpu_milli(t) <= node_cpu   # fits an emptied node, and no node without preempting
+        if not isinstance(op, Churn):
+            assert op.collect_metrics and measured_pods(w) <= nodes_of(w)   # one node each
+    if w.test.startswith("PreemptionAsync"):
+        (measured,) = [op for op in w.ops if getattr(op, "collect_metrics", False)]
+        assert "priorityClassName" not in measured.template["spec"]
+        assert measured.count * cpu_milli(measured.template) <= nodes_of(w) * free   # they fit without preempting
+
+
+def test_slow_deletion_victims_differ_from_upstreams_only_in_taking_a_second_to_go():
+    (quick,) = [t for _, t in pod_ops(find_workload(WORKLOADS, "PreemptionAsync/Smoke"))
+                if t["spec"].get("priorityClassName") == "bench-low-priority"]
+    (slow,) = [t for _, t in pod_ops(find_workload(WORKLOADS, "PreemptionAsyncSlowDeletion/Smoke"))
+               if t["spec"].get("priorityClassName") == "bench-low-priority"]
+    assert (quick["spec"]["terminationGracePeriodSeconds"], slow["spec"]["terminationGracePeriodSeconds"]) == (0, 1)
+    assert slow["metadata"]["annotations"] == {"simcluster.tandem.dev/termination-seconds": "1"}
+    assert {**slow["spec"], "terminationGracePeriodSeconds": 0} == quick["spec"]
+
+
+@pytest.mark.parametrize("scale", PREEMPTION_SCALES)
+def test_gang_preemption_victim_gangs_are_evicted_whole_and_preemptors_are_gangs_of_8(scale):
+    w = find_workload(WORKLOADS, f"GangPreemption/{scale}")
+    victims, preemptors = [op for op in w.ops if isinstance(op, CreatePodGroups)]
+    (singles,) = [op for op in w.ops if isinstance(op, CreatePods)]
+    mode = "scheduling.tandem.dev/disruption-mode"
+    assert victims.group_template["metadata"]["annotations"] == {mode: "PodGroup"} and not victims.collect_metrics
+    assert mode not in (preemptors.group_template["metadata"].get("annotations") or {})
+    assert (preemptors.pods_per_group, preemptors.min_member, preemptors.collect_metrics) == (8, 8, True)
+    assert victims.min_member == victims.pods_per_group and singles.count > 0
+    assert len({victims.namespace, singles.namespace, preemptors.namespace}) == 3
 
 
 # ---------------------------------------------------------------------------- params

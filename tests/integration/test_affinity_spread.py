@@ -78,7 +78,10 @@ async def test_hostname_anti_affinity_puts_one_replica_per_node_and_the_rest_wai
         assert sorted(per_node(placed).values()) == [1] * 5
         for n in set(names) - set(placed):
             c = await unschedulable(env, n)
-            assert c["message"] == "0/5 nodes are available: 5 node(s) didn't match pod anti-affinity rules."
+            # upstream's whole sentence: the replicas have equal priority, so DefaultPreemption finds no victims
+            assert c["message"] == ("0/5 nodes are available: 5 node(s) didn't match pod anti-affinity rules. "
+                                    "preemption: 0/5 nodes are available: 5 No preemption victims found for "
+                                    "incoming pod..")
 
 
 async def test_zone_anti_affinity_allows_one_replica_per_zone(tmp_path):
@@ -116,7 +119,8 @@ async def test_the_first_pod_of_a_self_affine_set_goes_anywhere_and_the_rest_fol
         # a pod whose affinity does not match itself has no first-pod exception
         env.create_pod(make_pod("orphan", labels={"app": "solo"}, affinity=near({"app": "nobody"})))
         c = await unschedulable(env, "orphan")
-        assert c["message"] == "0/4 nodes are available: 4 node(s) didn't match pod affinity rules."
+        assert c["message"] == ("0/4 nodes are available: 4 node(s) didn't match pod affinity rules. "
+                                "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling..")
 
 
 async def test_existing_pods_anti_affinity_keeps_others_away(tmp_path):
@@ -151,7 +155,8 @@ async def test_namespace_selector_reaches_pods_in_selected_namespaces_only(tmp_p
         assert set(placed.values()) == {"node-1"}
         for n in ("wrong-team", "own-namespace"):
             c = await unschedulable(env, n)
-            assert c["message"] == "0/3 nodes are available: 3 node(s) didn't match pod affinity rules.", n
+            assert c["message"] == ("0/3 nodes are available: 3 node(s) didn't match pod affinity rules. preemption: "
+                                    "0/3 nodes are available: 3 Preemption is not helpful for scheduling.."), n
 
 
 async def test_tektons_affinity_assistant_tasks_follow_the_placeholder_and_wait_when_its_node_is_full(tmp_path):
@@ -170,7 +175,9 @@ async def test_tektons_affinity_assistant_tasks_follow_the_placeholder_and_wait_
         (waiting,) = [n for n in tasks if not env.node_of(n)]
         c = await unschedulable(env, waiting)
         assert c["message"] == ("0/3 nodes are available: 1 Insufficient cpu, "
-                                "2 node(s) didn't match pod affinity rules."), c["message"]
+                                "2 node(s) didn't match pod affinity rules. preemption: 0/3 nodes are available: "
+                                "1 No preemption victims found for incoming pod, "
+                                "2 Preemption is not helpful for scheduling.."), c["message"]
 
 
 # ---------------------------------------------------------------------------- PodTopologySpread
@@ -187,7 +194,8 @@ async def test_zone_spread_with_a_full_small_zone_stops_the_others_at_max_skew(t
         assert zones == {"a": 1, "b": 2, "c": 2}
         (c,) = [await unschedulable(env, n) for n in names if not env.node_of(n)][:1]
         assert c["message"] == ("0/5 nodes are available: 1 Insufficient cpu, "
-                                "4 node(s) didn't match pod topology spread constraints."), c["message"]
+                                "4 node(s) didn't match pod topology spread constraints. preemption: 0/5 nodes "
+                                "are available: 5 No preemption victims found for incoming pod.."), c["message"]
 
 
 async def test_min_domains_treats_the_global_minimum_as_zero_until_enough_zones_exist(tmp_path):

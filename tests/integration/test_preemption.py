@@ -16,7 +16,7 @@ from typing import Any
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.resources import lookup
 from tests.integration.test_scheduler import (
-    bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+    bound, config, eventually, make_node, make_pod, running, stays, unschedulable,
 )
 
 PRIORITY_CLASSES = lookup("scheduling.k8s.io", "v1", "priorityclasses")
@@ -79,22 +79,27 @@ async def test_a_high_priority_pod_evicts_the_fewest_lower_priority_pods_it_need
 
 async def test_victims_get_disruption_target_and_the_preemptor_waits_for_them_to_terminate(tmp_path):
     agent = AgentConfig(ready_delay=0.05, tick=0.01, termination_delay=None)   # grace periods in full
-    async with running(tmp_path, [make_node("n1", cpu="2")], fast_config(), agent=agent) as env:
+    async with running(tmp_path, [make_node("n1", cpu="3")], fast_config(), agent=agent) as env:
         create_classes(env)
-        env.create_pod(pod("victim", "1500m", LOW, terminationGracePeriodSeconds=2))
+        env.create_pod(pod("victim", "2", LOW, terminationGracePeriodSeconds=2))
         await bound(env, "victim")
-        env.create_pod(pod("high", "1500m", HIGH))
+        env.create_pod(pod("high", "2", HIGH))
         await eventually(lambda: condition(env.pod("victim"), "DisruptionTarget"), 5, "DisruptionTarget on victim")
         c = condition(env.pod("victim"), "DisruptionTarget")
         assert (c["status"], c["reason"]) == ("True", "PreemptionByScheduler")
         assert c["message"] == "tandem-scheduler: preempting to accommodate a higher priority pod"
+        assert (env.pod("victim")["metadata"] or {}).get("deletionTimestamp"), "terminating, not gone"
         await eventually(lambda: (env.pod("high") or {}).get("status", {}).get("nominatedNodeName") == "n1", 5,
                          "high nominated to n1")
-        # a lower-priority pod arriving while the victim terminates must not take the room
-        env.create_pod(pod("mid", "500m", MID))
+        sched = env.app.scheduler
+        assert sched.cache.nominations.get(env.pod("high")["metadata"]["uid"]) == "n1"
+        # a lower-priority pod arriving while the victim terminates must not take the room: the victim still
+        # counts, and once it is gone the nomination holds 2 cpu for high (mid would fit in the 3 freed)
+        env.create_pod(pod("mid", "1500m", MID))
         await stays(lambda: not env.node_of("high") and not env.node_of("mid"), 1.0,
                     "nothing binds while the victim terminates")
         await bound(env, "high", timeout=10)
+        assert env.pod("victim") is None
         await unschedulable(env, "mid")
         assert not env.node_of("mid")
 
@@ -125,3 +130,98 @@ async def test_futile_preemption_evicts_nothing(tmp_path):
         c = await unschedulable(env, "huge")
         assert "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.." in c["message"]
         await stays(lambda: env.pod("low-1") is not None and env.pod("low-2") is not None, 0.5, "no victims")
+
+
+# ---------------------------------------------------------------------------- gangs
+
+
+def gang_cfg() -> Any:
+    from tests.integration.test_gangs import gang_config
+    return gang_config()
+
+
+async def create_group(env: Any, name: str, min_member: int, whole: bool = False) -> None:
+    body: dict[str, Any] = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": min_member}}
+    if whole:
+        body["metadata"]["annotations"] = {"scheduling.tandem.dev/disruption-mode": "PodGroup"}
+    await env.client.create("/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups", body)
+
+
+def member(name: str, group: str, cpu: str, priority: str) -> dict[str, Any]:
+    return pod(name, cpu, priority, labels={"scheduling.x-k8s.io/pod-group": group, "app": group})
+
+
+async def test_a_gang_preempts_for_all_its_members_at_once_or_evicts_nothing(tmp_path):
+    nodes = [make_node(f"n{i}", cpu="2") for i in range(3)]
+    async with running(tmp_path, nodes, gang_cfg()) as env:
+        create_classes(env)
+        for i in range(3):
+            env.create_pod(pod(f"low-{i}", "1500m", LOW))
+        await bound(env, *(f"low-{i}" for i in range(3)))
+        # four members of 1.5 cpu on three 2-cpu nodes: even evicting everything, one would not fit
+        await create_group(env, "big", 4)
+        for i in range(4):
+            env.create_pod(member(f"big-{i}", "big", "1500m", HIGH))
+        await unschedulable(env, "big-0")
+        await stays(lambda: all(env.pod(f"low-{i}") is not None for i in range(3)), 1.0,
+                    "a gang that cannot be whole evicts nobody")
+        # three members fit once all three low pods go: all evicted in one go, the gang bound whole
+        await create_group(env, "fits", 3)
+        for i in range(3):
+            env.create_pod(member(f"fits-{i}", "fits", "1500m", HIGH))
+        await bound(env, "fits-0", "fits-1", "fits-2", timeout=15)
+        assert all(env.pod(f"low-{i}") is None for i in range(3))
+        assert not any(env.node_of(f"big-{i}") for i in range(4))
+
+
+async def test_a_victim_gang_with_disruption_mode_pod_group_is_evicted_whole(tmp_path):
+    nodes = [make_node(f"n{i}", cpu="2") for i in range(2)]
+    async with running(tmp_path, nodes, gang_cfg()) as env:
+        create_classes(env)
+        await create_group(env, "batch", 2, whole=True)
+        for i in range(2):
+            env.create_pod(member(f"batch-{i}", "batch", "1500m", LOW))
+        await bound(env, "batch-0", "batch-1")
+        assert env.node_of("batch-0") != env.node_of("batch-1")
+        env.create_pod(pod("high", "1500m", HIGH))
+        await bound(env, "high", timeout=15)
+        # one node was enough for high, but the gang goes whole: never left below its minMember
+        await eventually(lambda: env.pod("batch-0") is None and env.pod("batch-1") is None, 10,
+                         "both members of the victim gang evicted")
+
+
+async def test_the_node_with_the_least_important_victims_is_chosen(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2"), make_node("n2", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("mid", "1500m", MID, nodeSelector={"kubernetes.io/hostname": "n1"}))
+        env.create_pod(pod("low", "1500m", LOW, nodeSelector={"kubernetes.io/hostname": "n2"}))
+        await bound(env, "mid", "low")
+        env.create_pod(pod("high", "1500m", HIGH))
+        assert (await bound(env, "high"))["high"] == "n2"
+        assert env.pod("low") is None and env.pod("mid") is not None
+
+
+async def test_a_pod_protected_by_a_pdb_is_spared_when_another_node_will_do(tmp_path):
+    async with running(tmp_path, [make_node("n1", cpu="2"), make_node("n2", cpu="2")], fast_config()) as env:
+        create_classes(env)
+        env.create_pod(pod("guarded", "1500m", LOW, labels={"app": "db"},
+                           nodeSelector={"kubernetes.io/hostname": "n1"}))
+        env.create_pod(pod("free", "1500m", LOW, labels={"app": "batch"},
+                           nodeSelector={"kubernetes.io/hostname": "n2"}))
+        await bound(env, "guarded", "free")
+        await env.client.create("/apis/policy/v1/namespaces/default/poddisruptionbudgets", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}})
+
+        async def counted() -> bool:
+            pdb = await env.client.get("/apis/policy/v1/namespaces/default/poddisruptionbudgets/db")
+            st = pdb.get("status") or {}
+            return st.get("currentHealthy") == 1 and st.get("disruptionsAllowed") == 0
+
+        await eventually(counted, 5, "the disruption controller to count the guarded pod")
+        await eventually(lambda: "default/db" in env.app.scheduler.pdbs
+                         and env.app.scheduler.pdbs["default/db"].disruptions_allowed == 0, 5, "the PDB informer")
+        env.create_pod(pod("high", "1500m", HIGH))
+        assert (await bound(env, "high"))["high"] == "n2"
+        assert env.pod("guarded") is not None and env.pod("free") is None

@@ -4,7 +4,8 @@ All of it is the stand-in's own (a bare kube-apiserver has no kubelets),
 so every test here runs on the simulated cluster only. What it must look
 like from the API is what a real cluster shows: status written through
 pods/status (Running, Ready, containerStatuses, hostIP, podIP), graceful
-deletes finished by a grace-0 delete, and pods on vanished nodes failed
+deletes finished by a grace-0 delete once the termination delay (never
+more than the grace period) has passed, and pods on vanished nodes failed
 with a DisruptionTarget condition (reason DeletionByPodGC) the way
 pkg/controller/podgc marks them.
 
@@ -16,16 +17,18 @@ own SimCluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Any, Callable
+from typing import Any, AsyncIterator, Callable
 
 import aiohttp
 import orjson
 import pytest
 
 from bench.simcluster import SimCluster
-from bench.simcluster.agent import FAIL, NEVER_READY, RUN_SECONDS, AgentConfig
+from bench.simcluster.agent import FAIL, NEVER_READY, PODS, RUN_SECONDS, TERMINATION_SECONDS, AgentConfig
 from tests.simcluster.conftest import Target, pod_body
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
@@ -139,6 +142,44 @@ async def test_graceful_delete_completes_after_the_termination_delay(target):
     assert time.monotonic() - started < 2  # termination_delay (0.1 s), not the 30 s grace period
 
 
+def stored(target: Target, name: str) -> dict[str, Any] | None:
+    """The pod as the stand-in's store holds it right now (simulated cluster only)."""
+    return target.sim.store.get_obj(PODS, target.ns, name)
+
+
+TERMINATION_CASES = [
+    ("1", 2, 1.0, 1.9, "the termination-seconds annotation replaces the agent's delay"),
+    ("30", 1, 1.0, 1.9, "the annotation never holds a pod beyond its grace period"),
+    ("soon", 30, 0.1, 1.0, "an annotation that is not a number leaves the agent's delay"),
+]
+
+
+@pytest.mark.parametrize("seconds,grace,at_least,below", [c[:4] for c in TERMINATION_CASES],
+                         ids=[c[4] for c in TERMINATION_CASES])
+async def test_termination_seconds_annotation(target, seconds, grace, at_least, below):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, {TERMINATION_SECONDS: seconds}, terminationGracePeriodSeconds=grace)
+    await eventually(lambda: (stored(target, "p") or {}).get("status", {}).get("phase") == "Running", "Running")
+    started = time.monotonic()
+    r = await target.req("DELETE", f"{pods_path(target.ns)}/p")
+    assert r.status == 200 and r.body["metadata"]["deletionGracePeriodSeconds"] == grace, r.body
+    assert stored(target, "p")["metadata"]["deletionTimestamp"]  # terminating: still there
+    await eventually(lambda: stored(target, "p") is None, "the kubelet's final delete", timeout=below + 5)
+    assert at_least <= time.monotonic() - started < below
+
+
+async def test_a_pod_replaced_under_the_same_name_starts(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node)
+    r = await target.req("DELETE", f"{pods_path(target.ns)}/p", params={"gracePeriodSeconds": "0"})
+    assert r.status == 200, r.body
+    await bound_pod(target, "p", node)  # what the agent planned for the first one must not touch this one
+    await eventually(lambda: (stored(target, "p") or {}).get("status", {}).get("phase") == "Running",
+                     "the second pod Running")
+
+
 async def test_pods_on_a_deleted_node_fail_with_disruption_target(target):
     target.only_sim(ONLY_SIM)
     [node, other] = await target.make_nodes(2)
@@ -234,3 +275,40 @@ async def test_no_agent_leaves_bound_pods_pending(target):
         async with s.get(f"{c.url}/api/v1/namespaces/default/pods/p") as r:
             pod = await r.json()
         assert pod["status"]["phase"] == "Pending" and pod["spec"]["nodeName"] == "node-0"
+
+
+@contextlib.asynccontextmanager
+async def _running_pod(config: AgentConfig) -> AsyncIterator[tuple[SimCluster, aiohttp.ClientSession]]:
+    """A cluster of one node with this agent, and pod ``p`` Running there."""
+    async with SimCluster(nodes=1, agent=config) as c, aiohttp.ClientSession() as s:
+        await _cluster_pod(c, s, "p")
+        await _cluster_phase(c, s, "p", "Running")
+        yield c, s
+
+
+async def _delete_and_time(c: SimCluster, s: aiohttp.ClientSession, name: str, grace: int) -> float:
+    """Seconds from a DELETE with this grace period until the pod is gone from the store."""
+    started = time.monotonic()
+    async with s.delete(f"{c.url}/api/v1/namespaces/default/pods/{name}",
+                        params={"gracePeriodSeconds": str(grace)}) as r:
+        assert r.status == 200, await r.text()
+    assert c.store.get_obj(PODS, "default", name)["metadata"]["deletionTimestamp"]
+    await eventually(lambda: c.store.get_obj(PODS, "default", name) is None, f"{name} gone", timeout=grace + 5)
+    return time.monotonic() - started
+
+
+FULL_GRACE = AgentConfig(ready_delay=0.05, termination_delay=None, tick=0.01)
+
+
+async def test_termination_delay_none_waits_the_whole_grace_period(target):
+    target.only_sim(ONLY_SIM)
+    async with _running_pod(FULL_GRACE) as (c, s):
+        assert 1.0 <= await _delete_and_time(c, s, "p", grace=1) < 3
+
+
+async def test_a_delete_that_shortens_the_grace_period_shortens_the_wait(target):
+    target.only_sim(ONLY_SIM)
+    async with _running_pod(FULL_GRACE) as (c, s):
+        async with s.delete(f"{c.url}/api/v1/namespaces/default/pods/p", params={"gracePeriodSeconds": "30"}) as r:
+            assert r.status == 200, await r.text()
+        assert 1.0 <= await _delete_and_time(c, s, "p", grace=1) < 3  # not the 30 s of the first delete

@@ -81,12 +81,14 @@ def test_schema_field_has_the_upstream_type(version: dict[str, Any], part: str, 
 # tandem's additions (GangReadiness's PodsReady condition and Kueue-style requeueState); upstream's
 # objects never carry them, so scheduler-plugins manifests still apply unchanged
 TANDEM_STATUS_FIELDS = {"conditions", "requeueState"}
+# preemption (README "Priorities and preemption"): named as upstream's scheduling.k8s.io/v1alpha2 PodGroup names them
+TANDEM_SPEC_FIELDS = {"disruptionMode", "priority"}
 
 
 @pytest.mark.parametrize("part", ["spec", "status"])
 def test_schema_has_no_fields_beyond_upstream_and_tandems_own(version: dict[str, Any], part: str) -> None:
     # A typo'd extra field would silently prune the real one on every write.
-    extra = TANDEM_STATUS_FIELDS if part == "status" else set()
+    extra = TANDEM_STATUS_FIELDS if part == "status" else TANDEM_SPEC_FIELDS
     assert set(_props(version, part)) == {f.values[1] for f in FIELDS if f.values[0] == part} | extra
 
 

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.inter_pod_affinity import (
-    ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY, PRE_SCORE_KEY,
+    ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY, PRE_FILTER_KEY, PRE_SCORE_KEY,
     InterPodAffinity, InterPodAffinityArgs,
 )
 from scheduler.cache import Cache
@@ -126,12 +126,17 @@ def plugin(cache: Cache, **args: Any) -> InterPodAffinity:
 
 def run_filter(pl: InterPodAffinity, pod: Pod, cache: Cache) -> dict[str, str | None] | str:
     """Node name -> None (fits) or the reason it is rejected; "skip" when PreFilter skips."""
-    nodes = cache.nodes
     state = CycleState()
-    result, st = pl.pre_filter(state, pod, nodes)
+    result, st = pl.pre_filter(state, pod, cache.nodes)
     if st.code == Code.SKIP:
         return "skip"
     assert st.is_success() and result is None, st
+    return filter_with(pl, state, pod, cache)
+
+
+def filter_with(pl: InterPodAffinity, state: CycleState, pod: Pod, cache: Cache) -> dict[str, str | None]:
+    """Node name -> None (fits) or the reason it is rejected, by Filter over every node with ``state``."""
+    nodes = cache.nodes
     rows = nodes.rows()
     res = pl.filter(state, pod, nodes, rows)
     out: dict[str, str | None] = {}
@@ -413,6 +418,189 @@ def test_filter_answers_for_the_rows_it_is_given() -> None:
     res = pl.filter(state, pod, cache.nodes, rows)
     assert res.passed.tolist() == [False, True]
     assert res.rejections[0].mask.tolist() == [True, False]
+
+
+# ---------------------------------------------------------------------------- AddPod / RemovePod
+# (upstream's TestPreFilterStateAddRemovePod, and what preemption's dry runs rely on)
+
+def counts_of(pl: InterPodAffinity, state: CycleState, pod: Pod, cache: Cache) -> dict[str, dict[tuple[str, str], int]]:
+    """The counts behind ``state``'s masks by (topology key, value), without the zeros (upstream's maps)."""
+    c = pl._counts_of(state.read(PRE_FILTER_KEY), pod, cache.nodes)
+
+    def named(domains: Any) -> dict[tuple[str, str], int]:
+        return {(key, cache.nodes.label_values(key)[v]): int(n) for key, per in domains for v, n in enumerate(per) if n}
+    return {"affinity": named(c.affinity), "anti": named(c.anti), "existing": named(c.existing)}
+
+
+def fresh_counts(pl: InterPodAffinity, pod: Pod, cache: Cache) -> dict[str, dict[tuple[str, str], int]] | None:
+    """The counts of a PreFilter run now; None when it skips."""
+    state = CycleState()
+    if pl.pre_filter(state, pod, cache.nodes)[1].code == Code.SKIP:
+        return None
+    return counts_of(pl, state, pod, cache)
+
+
+def all_pass(cache: Cache) -> dict[str, str | None]:
+    return dict.fromkeys(cache.nodes.names_of(cache.nodes.rows()))
+
+
+def prefiltered(pl: InterPodAffinity, pod: Pod, cache: Cache) -> CycleState:
+    state = CycleState()
+    _, st = pl.pre_filter(state, pod, cache.nodes)
+    assert st.is_success(), st
+    return state
+
+
+UP_LABEL1, UP_LABEL2, UP_LABEL3 = {"region": "r1", "zone": "z11"}, {"region": "r1", "zone": "z12"}, \
+    {"region": "r2", "zone": "z21"}
+UP_NODES = {"nodeA": UP_LABEL1, "nodeB": UP_LABEL2, "nodeC": UP_LABEL3}
+FOO_BAR = {"foo": "bar"}
+ANTI_FOO_BAR = [term("region", In("foo", "bar"))]
+COMPLEX = [term("region", In("foo", "bar", "buzz")), term("zone", NotIn("service", "bar", "security", "test"))]
+
+
+@pytest.mark.parametrize("pending, existing, added, want_anti, want_affinity", [
+    pytest.param(make_pod("pending", labels=FOO_BAR, anti=ANTI_FOO_BAR),
+                 [make_pod("p1", labels=FOO_BAR, node="nodeA"), make_pod("p2", node="nodeC", anti=ANTI_FOO_BAR)],
+                 make_pod("addedPod", labels=FOO_BAR, node="nodeB", anti=ANTI_FOO_BAR),
+                 {("region", "r1"): 2}, {},
+                 id="preFilterState anti-affinity terms are updated correctly after adding and removing a pod"),
+    pytest.param(make_pod("pending", labels=FOO_BAR, anti=COMPLEX),
+                 [make_pod("p1", labels=FOO_BAR, node="nodeA"), make_pod("p2", node="nodeC", anti=ANTI_FOO_BAR)],
+                 make_pod("addedPod", labels=FOO_BAR, node="nodeA", anti=COMPLEX),
+                 {("region", "r1"): 2, ("zone", "z11"): 2, ("zone", "z21"): 1}, {},
+                 id="preFilterState anti-affinity terms of several keys are updated correctly after adding and "
+                    "removing a pod"),
+    pytest.param(make_pod("pending", labels=FOO_BAR, affinity=COMPLEX),
+                 [make_pod("p1", labels=FOO_BAR, node="nodeA"),
+                  make_pod("p2", node="nodeC", anti=ANTI_FOO_BAR, affinity=COMPLEX)],
+                 make_pod("addedPod", labels=FOO_BAR, node="nodeA", anti=COMPLEX),
+                 {}, {("region", "r1"): 2, ("zone", "z11"): 2},
+                 id="preFilterState matching pod affinity and anti-affinity are updated correctly after adding and "
+                    "removing a pod"),
+])
+def test_add_pod_then_remove_pod_move_the_counts_as_prefilter_would(pending: Pod, existing: list[Pod], added: Pod,
+                                                                    want_anti: Any, want_affinity: Any) -> None:
+    cache = make_cache(UP_NODES, existing)
+    pl = plugin(cache)
+    state = prefiltered(pl, pending, cache)
+    before = counts_of(pl, state, pending, cache)
+    assert pl.add_pod(state, pending, added, cache.nodes.row(added.node_name)).is_success()
+    got = counts_of(pl, state, pending, cache)
+    assert (got["anti"], got["affinity"]) == (want_anti, want_affinity)
+    cache.add_pod(added)
+    assert got == fresh_counts(pl, pending, cache)
+    assert filter_with(pl, state, pending, cache) == run_filter(pl, pending, cache)
+    assert pl.remove_pod(state, pending, added, cache.nodes.row(added.node_name)).is_success()
+    assert counts_of(pl, state, pending, cache) == before
+
+
+WEB = {"app": "web"}
+ZONES = {"a": {"zone": "z1", "hostname": "a"}, "b": {"zone": "z1", "hostname": "b"},
+         "c": {"zone": "z2", "hostname": "c"}, "d": {"hostname": "d"}}
+AWAY_FROM_WEB_ON_HOST = [term("hostname", labels=WEB)]
+AWAY_FROM_WEB_IN_ZONE = [term("zone", labels=WEB)]
+WITH_WEB_IN_ZONE = [term("zone", labels=WEB)]
+VICTIM = make_pod("victim", labels=WEB, node="a")
+NOMINATED = make_pod("nominated", labels=WEB, node="c")
+
+# pod, placed pods, "add" or "remove", the pod added or removed (on its nodeName), verdicts before, after (a b c d)
+EXTENSION_CASES = [
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_ON_HOST), [VICTIM], "remove", VICTIM,
+                 [ANTI, None, None, None], [None, None, None, None],
+                 id="preemption removing the only anti-affinity match on a node frees the node"),
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_IN_ZONE), [VICTIM, NOMINATED], "remove", NOMINATED,
+                 [ANTI, ANTI, ANTI, None], [ANTI, ANTI, None, None],
+                 id="removing a pod in another zone does not help"),
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_IN_ZONE), [VICTIM, make_pod("web-b", labels=WEB, node="b")], "remove",
+                 VICTIM, [ANTI, ANTI, None, None], [ANTI, ANTI, None, None],
+                 id="removing one of two matches in a zone leaves the zone rejected"),
+    pytest.param(make_pod(labels={"app": "db"}),
+                 [make_pod("holder", node="a", anti=[term("zone", labels={"app": "db"})])], "remove",
+                 None, [EXIST, EXIST, None, None], [None, None, None, None],
+                 id="removing a placed pod whose anti-affinity matches the pod frees its zone"),
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_IN_ZONE), [VICTIM], "add", NOMINATED,
+                 [ANTI, ANTI, None, None], [ANTI, ANTI, ANTI, None],
+                 id="adding a nominated pod the anti-affinity matches rejects its zone"),
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_IN_ZONE), [], "add", make_pod("nominated", labels=WEB, node="d"),
+                 [None, None, None, None], [None, None, None, None],
+                 id="a pod added to a node without the topology key counts in no zone"),
+    pytest.param(make_pod(anti=AWAY_FROM_WEB_IN_ZONE), [], "add", make_pod("nominated", ns="ns", labels=WEB, node="a"),
+                 [None, None, None, None], [None, None, None, None],
+                 id="a pod added in another namespace does not count for a term of the pod's own"),
+    pytest.param(make_pod(labels={"app": "db"}, anti=[term("hostname", labels={"app": "none"})]), [], "add",
+                 make_pod("nominated", node="b", anti=[term("zone", labels={"app": "db"})]),
+                 [None, None, None, None], [EXIST, EXIST, None, None],
+                 id="an added pod whose anti-affinity matches the pod rejects its zone"),
+    pytest.param(make_pod(labels=WEB, affinity=WITH_WEB_IN_ZONE), [], "add", NOMINATED,
+                 [None, None, None, AFF], [AFF, AFF, None, AFF],
+                 id="adding a pod matching the affinity ends the first-pod rule"),
+    pytest.param(make_pod(labels=WEB, affinity=WITH_WEB_IN_ZONE), [VICTIM], "remove", VICTIM,
+                 [None, None, AFF, AFF], [None, None, None, AFF],
+                 id="removing the last pod matching the affinity lets the first pod go to any zone"),
+    pytest.param(make_pod(affinity=WITH_WEB_IN_ZONE), [VICTIM], "remove", VICTIM,
+                 [None, None, AFF, AFF], [AFF, AFF, AFF, AFF],
+                 id="removing the last match of a pod that does not match its own affinity leaves it nowhere"),
+]
+
+
+@pytest.mark.parametrize("pod, placed_pods, op, other, before, after", EXTENSION_CASES)
+def test_add_pod_and_remove_pod(pod: Pod, placed_pods: list[Pod], op: str, other: Pod | None, before: list[Any],
+                                after: list[Any]) -> None:
+    cache = make_cache(ZONES, placed_pods)
+    other = other if other is not None else placed_pods[0]
+    pl = plugin(cache)
+    state = prefiltered(pl, pod, cache)
+    assert filter_with(pl, state, pod, cache) == dict(zip(ZONES, before))
+    row = cache.nodes.row(other.node_name)
+    st = pl.add_pod(state, pod, other, row) if op == "add" else pl.remove_pod(state, pod, other, row)
+    assert st.is_success()
+    assert filter_with(pl, state, pod, cache) == dict(zip(ZONES, after))
+    if op == "add":                 # what a PreFilter with the pod in the cache says
+        cache.add_pod(other)
+    else:
+        cache.remove_pod(other)
+    fresh = run_filter(pl, pod, cache)
+    assert (all_pass(cache) if fresh == "skip" else fresh) == dict(zip(ZONES, after))
+
+
+def test_add_pod_on_a_clone_leaves_the_original_state_alone() -> None:
+    cache = make_cache(ZONES, [VICTIM])
+    pl = plugin(cache)
+    pod = make_pod(labels=WEB, anti=AWAY_FROM_WEB_IN_ZONE, affinity=WITH_WEB_IN_ZONE)
+    state = prefiltered(pl, pod, cache)
+    before = filter_with(pl, state, pod, cache)
+    removed, added = state.clone(), state.clone()
+    assert pl.remove_pod(removed, pod, VICTIM, cache.nodes.row("a")).is_success()
+    assert pl.add_pod(added, pod, NOMINATED, cache.nodes.row("c")).is_success()
+    assert filter_with(pl, removed, pod, cache) == {"a": None, "b": None, "c": None, "d": AFF}   # the first pod again
+    assert filter_with(pl, added, pod, cache) == {"a": ANTI, "b": ANTI, "c": ANTI, "d": AFF}
+    assert filter_with(pl, state, pod, cache) == before == {"a": ANTI, "b": ANTI, "c": AFF, "d": AFF}
+
+
+def test_prefilter_keeps_no_counts_and_the_first_update_keeps_them_for_every_clone(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = make_cache(ZONES, [VICTIM])
+    pl = plugin(cache)
+    pod = make_pod(anti=AWAY_FROM_WEB_IN_ZONE)
+    state = prefiltered(pl, pod, cache)
+    assert state.read(PRE_FILTER_KEY).counts == []
+    worked_out = []
+    count = pl._count
+    monkeypatch.setattr(pl, "_count", lambda *args: worked_out.append(1) or count(*args))
+    first, second = state.clone(), state.clone()
+    assert pl.remove_pod(first, pod, VICTIM, cache.nodes.row("a")).is_success()
+    assert pl.add_pod(second, pod, NOMINATED, cache.nodes.row("c")).is_success()
+    assert worked_out == [1]
+    assert len(state.read(PRE_FILTER_KEY).counts) == 1
+    assert filter_with(pl, first, pod, cache) == {"a": None, "b": None, "c": None, "d": None}
+    assert filter_with(pl, second, pod, cache) == {"a": ANTI, "b": ANTI, "c": ANTI, "d": None}
+
+
+def test_add_pod_without_prefilter_state_is_an_error() -> None:
+    cache = make_cache(ZONES)
+    st = plugin(cache).add_pod(CycleState(), make_pod(anti=AWAY_FROM_WEB_IN_ZONE), NOMINATED, cache.nodes.row("c"))
+    assert st.code == Code.ERROR and "PreFilterInterPodAffinity" in st.message()
 
 
 # ---------------------------------------------------------------------------- Score (TestPreferredAffinity)
@@ -1016,6 +1204,59 @@ def test_filter_and_score_equal_a_walk_over_the_placed_pods(nodes: dict[str, dic
         assert want_score in ("skip", zeros)
     else:
         assert list(got_score.values()) == (zeros if want_score == "skip" else want_score)
+
+
+def check_update(pl: InterPodAffinity, pod: Pod, cache: Cache, other: Pod, add: bool) -> None:
+    """AddPod (``add``) or RemovePod of ``other`` on its node, on a clone of a PreFilter state of the cache as it
+    is, filters and counts as a PreFilter run once the cache has ``other`` bound there (or no longer has it), and
+    leaves the state it cloned alone. The cache is left changed."""
+    state = CycleState()
+    ran = pl.pre_filter(state, pod, cache.nodes)[1].code != Code.SKIP   # the extensions run only after it did
+    if ran:
+        before = filter_with(pl, state, pod, cache)
+        clone = state.clone()
+        row = cache.nodes.row(other.node_name)
+        assert (pl.add_pod(clone, pod, other, row) if add else pl.remove_pod(clone, pod, other, row)).is_success()
+        assert filter_with(pl, state, pod, cache) == before
+        assert counts_of(pl, state, pod, cache) == fresh_counts(pl, pod, cache)
+        got, got_counts = filter_with(pl, clone, pod, cache), counts_of(pl, clone, pod, cache)
+    if add:
+        cache.add_pod(other)
+    else:
+        cache.remove_pod(other)
+    if ran:
+        want = run_filter(pl, pod, cache)
+        if want == "skip":          # every node passes, and there are no counts to compare
+            assert got == all_pass(cache)
+        else:
+            assert (got, got_counts) == (want, fresh_counts(pl, pod, cache))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw_nodes(), st.lists(raw_pod(True), min_size=1, max_size=12), raw_pod(False), st.integers(0, 5))
+def test_add_pod_and_remove_pod_equal_a_prefilter_with_the_pod_added_or_removed(
+        nodes: dict[str, dict[str, str]], placed_raw: list[Any], incoming_raw: Any, where: int) -> None:
+    """For each placed pod P: RemovePod of P, and AddPod of P moved to some node, against PreFilter runs."""
+    cache = Cache()
+    for ns, labels in NS_LABELS.items():
+        cache.set_namespace(ns, labels)
+    for name, labels in nodes.items():
+        cache.add_node(parse_node({"metadata": {"name": name, "labels": labels}}))
+    placed = []
+    for i, raw in enumerate(placed_raw):
+        raw["metadata"].update(name=f"e{i}", uid=f"e{i}")
+        placed.append(parse_pod(raw))
+        cache.add_pod(placed[-1])
+    incoming_raw["metadata"].update(name="p", uid="p")
+    pod = parse_pod(incoming_raw)
+    pl = InterPodAffinity(InterPodAffinityArgs(), Handle(cache))
+    names = list(nodes)
+    for i, p in enumerate(placed):
+        check_update(pl, pod, cache, p, add=False)
+        nominated = dataclasses.replace(p, node_name=names[(where + i) % len(names)])
+        check_update(pl, pod, cache, nominated, add=True)
+        cache.remove_pod(nominated)
+        cache.add_pod(p)
 
 
 # ---------------------------------------------------------------------------- in the default profile

@@ -7,6 +7,7 @@ normalized scores to a per-node reference that walks the pods as upstream does.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
@@ -18,7 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plugins.pod_topology_spread import (
-    ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PodTopologySpread, PodTopologySpreadArgs,
+    ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PRE_FILTER_KEY, PodTopologySpread,
+    PodTopologySpreadArgs,
 )
 from scheduler.cache import Cache
 from scheduler.config import load_config
@@ -130,14 +132,19 @@ def plugin(cache: Cache, args: dict[str, Any] | None = None, selectors: Any = No
 
 def run_filter(pl: PodTopologySpread, p: Pod, cache: Cache) -> dict[str, Any]:
     """Node name -> None (fits) or (code, reason); a PreFilter Skip lets every node through."""
-    nodes = cache.nodes
     state = CycleState()
-    _, st = pl.pre_filter(state, p, nodes)
+    _, st = pl.pre_filter(state, p, cache.nodes)
+    if st.code == Code.SKIP:
+        return dict.fromkeys(cache.nodes.names_of(cache.nodes.rows()))
+    assert st.is_success(), st
+    return filter_with(pl, state, p, cache)
+
+
+def filter_with(pl: PodTopologySpread, state: CycleState, p: Pod, cache: Cache) -> dict[str, Any]:
+    """Node name -> None (fits) or (code, reason), by Filter over every node with ``state``."""
+    nodes = cache.nodes
     rows = nodes.rows()
     names = nodes.names_of(rows)
-    if st.code == Code.SKIP:
-        return dict.fromkeys(names)
-    assert st.is_success(), st
     res = pl.filter(state, p, nodes, rows)
     assert res.error is None
     out: dict[str, Any] = {}
@@ -500,6 +507,212 @@ def test_nodes_added_relabelled_and_removed_between_cycles_are_seen_at_once() ->
     cache.remove_node("c")
     cache.update_node(parse_node(n("b", {"rack": "r1"})))               # b loses the key
     assert codes(run_filter(pl, p, cache)) == {"a": OK, "b": UU}
+
+
+# ---------------------------------------------------------------------------- AddPod / RemovePod
+# upstream's TestPreFilterStateAddPod and TestPreFilterStateRemovePod, and what preemption's dry runs rely on
+
+def spread_counts(state: CycleState, cache: Cache) -> dict[str, tuple[dict[str, int], int]]:
+    """Per hard constraint's key: matching pods per eligible domain (upstream's TpPairToMatchNum) and the
+    global minimum (what its critical paths give)."""
+    out = {}
+    for c in state.read(PRE_FILTER_KEY).constraints:
+        values = cache.nodes.label_values(c.key)
+        out[c.key] = ({values[v]: int(c.match[v]) for v in np.flatnonzero(c.present).tolist()}, c.min_match)
+    return out
+
+
+def fresh_spread_counts(pl: PodTopologySpread, p: Pod, cache: Cache) -> dict[str, tuple[dict[str, int], int]]:
+    state = CycleState()
+    assert pl.pre_filter(state, p, cache.nodes)[1].is_success()
+    return spread_counts(state, cache)
+
+
+def prefiltered(pl: PodTopologySpread, p: Pod, cache: Cache) -> CycleState:
+    state = CycleState()
+    _, st = pl.pre_filter(state, p, cache.nodes)
+    assert st.is_success(), st
+    return state
+
+
+NODE_AB = [zn("node-a", "zone1"), zn("node-b", "zone1")]
+NODE_AX = [zn("node-a", "zone1"), zn("node-x", "zone2")]
+NODE_ABX = [zn("node-a", "zone1"), zn("node-b", "zone1"), zn("node-x", "zone2")]
+NODE_ABXY = NODE_ABX + [zn("node-y", "zone2")]
+FOO_BAR_ON_A = [n("node-a", {"zone": "zone1", "node": "node-a", "foo": "bar"}),
+                n("node-b", {"zone": "zone2", "node": "node-b", "foo": ""})]
+NOT_FOO_BAR = {"key": "foo", "operator": "NotIn", "values": ["bar"]}
+ZONE_NODE = [spread(1, "zone"), spread(1, "node")]
+P_A1 = placed("p-a1", "node-a", foo="")
+
+# upstream's TestPreFilterStateAddPod: preemptor, nodes, placed pods, the pod added (on its node), counts after
+ADD_CASES = [
+    pytest.param(pod(foo="", constraints=[spread(1, "node")]), NODE_AB, [], placed("p-a1", "node-a", foo=""),
+                 {"node": ({"node-a": 1, "node-b": 0}, 0)}, id="node a and b both impact current min match"),
+    pytest.param(pod(foo="", constraints=[spread(1, "node")]), NODE_AB, [placed("p-b1", "node-b", foo="")],
+                 placed("p-a1", "node-a", foo=""), {"node": ({"node-a": 1, "node-b": 1}, 1)},
+                 id="only node a impacts current min match"),
+    pytest.param(pod(foo="", constraints=[spread(1, "node")]), NODE_AB, [placed("p-b1", "node-b", foo="")],
+                 placed("p-a1", "node-a", ns="ns1", foo=""), {"node": ({"node-a": 0, "node-b": 1}, 0)},
+                 id="add a pod in a different namespace doesn't change topologyKeyToMinPodsMap"),
+    pytest.param(pod(foo="", constraints=[spread(1, "node")]), NODE_AB, [placed("p-b1", "node-b", foo="")],
+                 placed("p-b2", "node-b", foo=""), {"node": ({"node-a": 0, "node-b": 2}, 0)},
+                 id="add pod on non-critical node won't trigger re-calculation"),
+    pytest.param(pod(foo="", constraints=ZONE_NODE), NODE_AX, [], placed("p-a1", "node-a", foo=""),
+                 {"zone": ({"zone1": 1, "zone2": 0}, 0), "node": ({"node-a": 1, "node-x": 0}, 0)},
+                 id="node a and x both impact topologyKeyToMinPodsMap on zone and node"),
+    pytest.param(pod(foo="", constraints=ZONE_NODE), NODE_AX, [placed("p-x1", "node-x", foo="")],
+                 placed("p-a1", "node-a", foo=""),
+                 {"zone": ({"zone1": 1, "zone2": 1}, 1), "node": ({"node-a": 1, "node-x": 1}, 1)},
+                 id="only node a impacts topologyKeyToMinPodsMap on zone and node"),
+    pytest.param(pod(foo="", constraints=ZONE_NODE), NODE_ABX,
+                 [placed("p-b1", "node-b", foo=""), placed("p-b2", "node-b", foo=""), placed("p-x1", "node-x", foo="")],
+                 placed("p-a1", "node-a", foo=""),
+                 {"zone": ({"zone1": 3, "zone2": 1}, 1), "node": ({"node-a": 1, "node-b": 2, "node-x": 1}, 1)},
+                 id="node a impacts topologyKeyToMinPodsMap on node, node x impacts topologyKeyToMinPodsMap on zone"),
+    pytest.param(pod(foo="", bar="", constraints=[spread(1, "zone"), spread(1, "node", selector=BAR)]), NODE_ABX,
+                 [placed("p-b1", "node-b", foo="", bar=""), placed("p-x1", "node-x", foo="", bar=""),
+                  placed("p-x2", "node-x", bar="")], placed("p-a1", "node-a", foo=""),
+                 {"zone": ({"zone1": 2, "zone2": 1}, 1), "node": ({"node-a": 0, "node-b": 1, "node-x": 2}, 0)},
+                 id="Constraints hold different labelSelectors, node a impacts topologyKeyToMinPodsMap on zone"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")], affinity=NOT_FOO_BAR), FOO_BAR_ON_A,
+                 [placed("p-a2", "node-a", foo=""), placed("p-b1", "node-b", foo="")], placed("p-a1", "node-a", foo=""),
+                 {"zone": ({"zone2": 1}, 1)},
+                 id="add a pod when scheduling node affinity unmatched pod with NodeInclusionPolicy enabled"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), FOO_BAR_ON_A,
+                 [placed("p-a1", "node-a", foo=""), placed("p-b2", "node-b", foo="")], placed("p-b1", "node-b"),
+                 {"zone": ({"zone1": 1, "zone2": 1}, 1)},
+                 id="add a label selector not matched pod when with NodeInclusionPolicy enabled"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone", taints_policy="Honor")]),
+                 [n("node-a", {"zone": "zone1"}, UNSCHEDULABLE_TAINT), n("node-b", {"zone": "zone2"})],
+                 [placed("p-b2", "node-b", foo="")], placed("p-a1", "node-a", foo=""), {"zone": ({"zone2": 1}, 1)},
+                 id="a pod added to a node whose taint the preemptor does not tolerate counts for nothing when "
+                    "nodeTaintsPolicy is Honor"),
+]
+
+# upstream's TestPreFilterStateRemovePod: preemptor, nodes, placed pods, the pod removed (from its node), counts after
+REMOVE_CASES = [
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), NODE_ABX,
+                 [P_A1, placed("p-b1", "node-b", foo=""), placed("p-x1", "node-x", foo="")], P_A1,
+                 {"zone": ({"zone1": 1, "zone2": 1}, 1)},
+                 id="one spreadConstraint on zone, topologyKeyToMinPodsMap unchanged"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), NODE_ABXY,
+                 [P_A1, placed("p-b1", "node-b", foo=""), placed("p-x1", "node-x", foo=""),
+                  placed("p-y1", "node-y", foo="")], P_A1, {"zone": ({"zone1": 1, "zone2": 2}, 1)},
+                 id="one spreadConstraint on node, topologyKeyToMinPodsMap changed"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), NODE_ABXY,
+                 [placed("p-a0", "node-a", bar=""), P_A1, placed("p-b1", "node-b", foo=""),
+                  placed("p-x1", "node-x", foo=""), placed("p-y1", "node-y", foo="")], placed("p-a0", "node-a", bar=""),
+                 {"zone": ({"zone1": 2, "zone2": 2}, 2)}, id="delete an irrelevant pod won't help"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), NODE_ABXY,
+                 [P_A1, placed("p-b1", "node-b", foo=""), placed("p-x1", "node-x", foo=""),
+                  placed("p-y1", "node-y", foo="")], placed("p-a0", "node-a", bar=""),
+                 {"zone": ({"zone1": 2, "zone2": 2}, 2)}, id="delete a non-existing pod won't help"),
+    pytest.param(pod(foo="", constraints=ZONE_NODE), NODE_ABX,
+                 [P_A1, placed("p-a2", "node-a", foo=""), placed("p-b1", "node-b", foo=""),
+                  placed("p-x1", "node-x", foo=""), placed("p-x2", "node-x", foo="")], placed("p-x2", "node-x", foo=""),
+                 {"zone": ({"zone1": 3, "zone2": 1}, 1), "node": ({"node-a": 2, "node-b": 1, "node-x": 1}, 1)},
+                 id="two spreadConstraints"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone")]), NODE_AX,
+                 [placed("p-a1", "node-a", deleting=True, foo=""), placed("p-x1", "node-x", foo="")],
+                 placed("p-a1", "node-a", deleting=True, foo=""), {"zone": ({"zone1": 0, "zone2": 1}, 0)},
+                 id="a terminating victim was never counted, so removing it changes nothing"),
+]
+
+
+@pytest.mark.parametrize("op, preemptor, nodes, existing, other, want",
+                         [pytest.param("add", *c.values, id=c.id) for c in ADD_CASES]
+                         + [pytest.param("remove", *c.values, id=c.id) for c in REMOVE_CASES])
+def test_add_pod_and_remove_pod_move_the_counts_as_upstream(op: str, preemptor: Pod, nodes: list[dict[str, Any]],
+                                                            existing: list[Pod], other: Pod, want: Any) -> None:
+    """upstream's TestPreFilterStateAddPod and TestPreFilterStateRemovePod: the counts per domain and the
+    global minimum after the update, which a PreFilter with the pod bound (or gone) agrees with."""
+    cache = cluster(nodes, existing)
+    pl = plugin(cache)
+    state = prefiltered(pl, preemptor, cache)
+    row = cache.nodes.row(other.node_name)
+    st = pl.add_pod(state, preemptor, other, row) if op == "add" else pl.remove_pod(state, preemptor, other, row)
+    assert st.is_success()
+    assert spread_counts(state, cache) == want
+    if op == "add":
+        cache.add_pod(other)
+    else:
+        cache.remove_pod(other)
+    assert want == fresh_spread_counts(pl, preemptor, cache)
+
+
+SKEW = (U, ERR_REASON_CONSTRAINTS_NOT_MATCH)
+ZONE_SPREAD = pod(foo="", constraints=[spread(1, "zone")])
+
+
+# preemptor, nodes, placed pods, "add" or "remove", the pod (on its node), verdicts before and after, by node
+@pytest.mark.parametrize("preemptor, nodes, pods, op, other, before, after", [
+    pytest.param(ZONE_SPREAD, NODE_AX, [], "add", placed("nominated", "node-a", foo=""), [OK, OK], [SKEW, OK],
+                 id="adding a nominated pod that matches a spread selector raises skew"),
+    pytest.param(ZONE_SPREAD, NODE_AX, [], "add", placed("nominated", "node-a", bar=""), [OK, OK], [OK, OK],
+                 id="adding a nominated pod the selector does not match changes nothing"),
+    pytest.param(ZONE_SPREAD, NODE_ABX, [P_A1, placed("p-b1", "node-b", foo=""), placed("p-x1", "node-x", foo="")],
+                 "remove", P_A1, [SKEW, SKEW, OK], [OK, OK, OK],
+                 id="preemption removing a matching pod from the crowded zone lets the pod in"),
+    pytest.param(ZONE_SPREAD, NODE_AX, [P_A1, placed("p-x1", "node-x", foo="")], "remove",
+                 placed("p-x1", "node-x", foo=""), [OK, OK], [SKEW, OK],
+                 id="removing the only pod of a zone at the minimum lowers the minimum"),
+    pytest.param(ZONE_SPREAD, NODE_ABX, [P_A1, placed("p-b1", "node-b", foo=""), placed("p-x1", "node-x", foo="")],
+                 "remove", placed("p-x1", "node-x", foo=""), [SKEW, SKEW, OK], [SKEW, SKEW, OK],
+                 id="removing a pod in the other zone does not help"),
+    pytest.param(pod(foo="", constraints=ZONE_NODE), NODE_AX + [n("node-c", {"zone": "zone1"})], [], "add",
+                 placed("nominated", "node-c", foo=""), [OK, OK, (UU, ERR_REASON_NODE_LABEL_NOT_MATCH)],
+                 [OK, OK, (UU, ERR_REASON_NODE_LABEL_NOT_MATCH)],
+                 id="a pod added to a node without every constraint's key counts for no constraint"),
+    pytest.param(pod(foo="", constraints=[spread(1, "zone", min_domains=3)]), NODE_AX, [P_A1], "add",
+                 placed("nominated", "node-x", foo=""), [SKEW, OK], [SKEW, SKEW],
+                 id="with fewer domains than minDomains the global minimum stays 0"),
+])
+def test_add_pod_and_remove_pod(preemptor: Pod, nodes: list[dict[str, Any]], pods: list[Pod], op: str, other: Pod,
+                                before: list[Any], after: list[Any]) -> None:
+    cache = cluster(nodes, pods)
+    pl = plugin(cache)
+    names = [obj["metadata"]["name"] for obj in nodes]
+    state = prefiltered(pl, preemptor, cache)
+    assert filter_with(pl, state, preemptor, cache) == dict(zip(names, before))
+    row = cache.nodes.row(other.node_name)
+    st = pl.add_pod(state, preemptor, other, row) if op == "add" else pl.remove_pod(state, preemptor, other, row)
+    assert st.is_success()
+    assert filter_with(pl, state, preemptor, cache) == dict(zip(names, after))
+    if op == "add":
+        cache.add_pod(other)
+    else:
+        cache.remove_pod(other)
+    assert run_filter(pl, preemptor, cache) == dict(zip(names, after))
+
+
+def test_updates_on_clones_leave_the_original_state_alone() -> None:
+    """Preemption tries each candidate node on its own clone; updates in several domains of one state (nominated
+    pods) keep the exact minimum, where two critical paths would lose it."""
+    nodes = [zn("node-a", "zone1"), zn("node-b", "zone2"), zn("node-c", "zone3")]
+    cache = cluster(nodes, [placed("p-a1", "node-a", foo=""), placed("p-b1", "node-b", foo=""),
+                            placed("p-c1", "node-c", foo="")])
+    pl = plugin(cache)
+    state = prefiltered(pl, ZONE_SPREAD, cache)
+    before = filter_with(pl, state, ZONE_SPREAD, cache)
+    assert before == {"node-a": OK, "node-b": OK, "node-c": OK}
+    clone = state.clone()
+    for name in ("node-a", "node-b"):
+        nominated = placed(f"nominated-{name}", name, foo="")
+        assert pl.add_pod(clone, ZONE_SPREAD, nominated, cache.nodes.row(name)).is_success()
+    assert spread_counts(clone, cache) == {"zone": ({"zone1": 2, "zone2": 2, "zone3": 1}, 1)}
+    assert filter_with(pl, clone, ZONE_SPREAD, cache) == {"node-a": SKEW, "node-b": SKEW, "node-c": OK}
+    other = state.clone()
+    assert pl.remove_pod(other, ZONE_SPREAD, cache.pods["default/p-c1"].pod, cache.nodes.row("node-c")).is_success()
+    assert filter_with(pl, other, ZONE_SPREAD, cache) == {"node-a": SKEW, "node-b": SKEW, "node-c": OK}
+    assert filter_with(pl, state, ZONE_SPREAD, cache) == before
+    assert spread_counts(state, cache) == {"zone": ({"zone1": 1, "zone2": 1, "zone3": 1}, 1)}
+
+
+def test_add_pod_without_prefilter_state_is_an_error() -> None:
+    cache = cluster(NODE_AX)
+    st = plugin(cache).add_pod(CycleState(), ZONE_SPREAD, P_A1, cache.nodes.row("node-a"))
+    assert st.code == Code.ERROR and PRE_FILTER_KEY in st.message()
 
 
 # ---------------------------------------------------------------------------- Score
@@ -1180,3 +1393,39 @@ def test_filter_and_scores_equal_a_per_node_walk_over_the_pods(sc: dict[str, Any
     assert run_filter(pl, sc["pod"], cache) == ref_filter(sc, nodes)
     if sc["candidates"]:
         assert run_score(pl, sc["pod"], cache, sc["candidates"]) == ref_scores(sc, nodes)
+
+
+def check_update(pl: PodTopologySpread, me: Pod, cache: Cache, other: Pod, add: bool) -> None:
+    """AddPod (``add``) or RemovePod of ``other`` on its node, on a clone of a PreFilter state of the cache as it
+    is, filters as a PreFilter run once the cache has ``other`` bound there (or no longer has it), with the same
+    counts and minimum, and leaves the state it cloned alone. The cache is left changed."""
+    state = prefiltered(pl, me, cache)
+    before = filter_with(pl, state, me, cache), spread_counts(state, cache)
+    clone = state.clone()
+    row = cache.nodes.row(other.node_name)
+    assert (pl.add_pod(clone, me, other, row) if add else pl.remove_pod(clone, me, other, row)).is_success()
+    assert (filter_with(pl, state, me, cache), spread_counts(state, cache)) == before
+    if add:
+        cache.add_pod(other)
+    else:
+        cache.remove_pod(other)
+    assert filter_with(pl, clone, me, cache) == run_filter(pl, me, cache)
+    assert spread_counts(clone, cache) == fresh_spread_counts(pl, me, cache)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario(), st.integers(0, 6))
+def test_add_pod_and_remove_pod_equal_a_prefilter_with_the_pod_added_or_removed(sc: dict[str, Any], where: int) -> None:
+    """For each placed pod P: RemovePod of P, and AddPod of P moved to some node, against PreFilter runs."""
+    cache = cluster(sc["nodes"], sc["pods"])
+    pl = plugin(cache, _args(sc["defaults"]), sc["source"])
+    me = sc["pod"]
+    if pl.pre_filter(CycleState(), me, cache.nodes)[1].code == Code.SKIP:
+        return                       # no hard constraints: PreFilter skips whatever the pods, and no update runs
+    names = [obj["metadata"]["name"] for obj in sc["nodes"]]
+    for i, p in enumerate(sc["pods"]):
+        check_update(pl, me, cache, p, add=False)
+        nominated = dataclasses.replace(p, node_name=names[(where + i) % len(names)])
+        check_update(pl, me, cache, nominated, add=True)
+        cache.remove_pod(nominated)
+        cache.add_pod(p)
