@@ -62,9 +62,6 @@ EVERY = "every node Unschedulable"       # what upstream's DryRunPreemption test
 ERR_REASON_FAKE = "Nodes failed the fake plugin"          # upstream tf.ErrReasonFake
 VIOLATING_PDB_KEY = "test.kubernetes.io/is-violating-pdb"  # upstream LabelKeyIsViolatingPDB
 
-def bug(what: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason="bug in plugins/default_preemption.py: " + what)
-
 
 # ---------------------------------------------------------------------------- upstream's fake plugins
 
@@ -1126,12 +1123,9 @@ def test_the_node_table_is_unchanged_after_preemption_in_the_default_profile() -
 ])
 @pytest.mark.parametrize("ports", [(), (8080,)], ids=["batched", "per node"])
 def test_an_error_in_the_dry_run_leaves_the_node_table_as_it_was(
-        ports: tuple[int, ...], budget: int, want: tuple[PostFilterResult | None, Status],
-        request: pytest.FixtureRequest) -> None:
+        ports: tuple[int, ...], budget: int, want: tuple[PostFilterResult | None, Status]) -> None:
     """A Filter plugin fails with an Error after ``budget`` calls, at any step of either dry run. With no candidate
     left, upstream's PostFilter returns the Error; with one, it preempts there."""
-    if not ports and budget in (0, 1):
-        request.applymarker(bug("the batched dry run's Error became a FitError reason, or escaped as an exception"))
     pods = [pod("a", LOW, MEDIUM, "node1", ports=(80,)), pod("b", MID, MEDIUM, "node1"), pod("c", LOW, LARGE, "node2")]
     env = cluster(TWO, pods, profile=plugins("NodePorts", "NodeResourcesFit", "TestFailsAfter"))
     p = pod("p", HIGH, LARGE, ports=ports)
