@@ -603,9 +603,14 @@ SAME_PDB_PODS = [pod("p1.1", MID, MEDIUM, "node1", APP_FOO), pod("p1.2", MID, ME
 def test_dry_run_preemption(profile: list[str], nodes: list[Any], preemptor: Pod, pods: list[Pod], pdbs: list[Any],
                             want: dict[str, tuple[list[str], int]], want_msg: str) -> None:
     env = cluster(nodes, pods, pdbs, profile=profile)
+    before = table(env.cache)
+    taken = spy_paths(env)
     got, msg = dry_run(env, preemptor)
     assert same_victims(got, want), got
     assert msg == want_msg
+    assert table(env.cache) == before
+    if {"InterPodAffinity", "PodTopologySpread"} & set(profile):
+        assert taken == ["each"]     # their AddPod/RemovePod take each node on its own
 
 
 FIVE = [node(f"node{i}") for i in range(1, 6)]
