@@ -444,7 +444,10 @@ class DefaultPreemption:
             try:
                 fits = self._filter(state, pod, order, reasons)
             except _DryRunError as e:
-                reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
+                if e.status.code == Code.ERROR:   # as the per-node path: an Error, not one more FitError reason
+                    self._errors.append(e.status)
+                else:
+                    reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
                 return []
             fits_in_order = order[np.isin(order, fits)]
             out: list[Candidate] = []
@@ -452,7 +455,11 @@ class DefaultPreemption:
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
-                _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
+                try:
+                    _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
+                except _DryRunError as e:
+                    self._errors.append(e.status)   # the batch's nodes end with it; candidates found so far stand
+                    break
                 nonviolating = sum(1 for c in out if c.pdb_violations == 0)
                 if nonviolating > 0 and len(out) >= want:
                     break
@@ -491,8 +498,11 @@ class DefaultPreemption:
             for u in units:
                 v = 0
                 if allowed is not None:
-                    for m in u[1]:
-                        if self._violates(pods[pt.uids[m]].pod, pdbs, allowed):
+                    # a whole gang's members on other nodes are evicted too, and count against the PDBs as well
+                    uids = (list(self.handle.gangs.placed_members(pt.gang_keys[u[2]])) if u[2] >= 0
+                            else [pt.uids[m] for m in u[1]])
+                    for uid in uids:
+                        if uid in pods and self._violates(pods[uid].pod, pdbs, allowed):
                             v += 1
                 (violating if v else others).append((u, v))
             for rank, (u, v) in enumerate(violating + others):

@@ -62,9 +62,6 @@ EVERY = "every node Unschedulable"       # what upstream's DryRunPreemption test
 ERR_REASON_FAKE = "Nodes failed the fake plugin"          # upstream tf.ErrReasonFake
 VIOLATING_PDB_KEY = "test.kubernetes.io/is-violating-pdb"  # upstream LabelKeyIsViolatingPDB
 
-def bug(what: str) -> Any:
-    return pytest.mark.xfail(strict=True, reason="bug in plugins/default_preemption.py: " + what)
-
 
 # ---------------------------------------------------------------------------- upstream's fake plugins
 
@@ -606,9 +603,14 @@ SAME_PDB_PODS = [pod("p1.1", MID, MEDIUM, "node1", APP_FOO), pod("p1.2", MID, ME
 def test_dry_run_preemption(profile: list[str], nodes: list[Any], preemptor: Pod, pods: list[Pod], pdbs: list[Any],
                             want: dict[str, tuple[list[str], int]], want_msg: str) -> None:
     env = cluster(nodes, pods, pdbs, profile=profile)
+    before = table(env.cache)
+    taken = spy_paths(env)
     got, msg = dry_run(env, preemptor)
     assert same_victims(got, want), got
     assert msg == want_msg
+    assert table(env.cache) == before
+    if {"InterPodAffinity", "PodTopologySpread"} & set(profile):
+        assert taken == ["each"]     # their AddPod/RemovePod take each node on its own
 
 
 FIVE = [node(f"node{i}") for i in range(1, 6)]
@@ -992,6 +994,15 @@ def test_the_pod_group_priority_overrides_its_members(mode: str, group_prio: int
         assert result == PostFilterResult(want_node)
 
 
+def test_a_pod_group_mode_gangs_members_elsewhere_count_against_pdbs() -> None:
+    """A PDB allows one disruption of app=foo; the gang's two members go (g-2 from node2), so one violates it."""
+    pods = [pod("g-1", LOW, LARGE, "node1", APP_FOO, group="g"), pod("h1", HIGH, MEDIUM, "node1"),
+            pod("g-2", LOW, SMALL, "node2", APP_FOO, group="g"),
+            pod("h2", HIGH, {"cpu": "400m", "memory": "400"}, "node2")]
+    env = cluster(TWO, pods, groups=[pod_group("g")], pdbs=[pdb("foo", 1, APP_FOO)])
+    assert dry_run(env, pod("p", MID, LARGE)) == ({"node1": (["g-1", "g-2"], 1)}, "")
+
+
 def test_a_member_that_outranks_the_preemptor_shields_its_whole_gang() -> None:
     """g-2 has the preemptor's priority: the gang, evicted only whole, is no victim, though g-1 alone would do."""
     pods = [pod("g-1", LOW, LARGE, "node1", group="g"), pod("h", HIGH, MEDIUM, "node1"),
@@ -1108,18 +1119,25 @@ def test_the_node_table_is_unchanged_after_preemption_in_the_default_profile() -
     assert table(env.cache) == before
 
 
-@pytest.mark.parametrize("budget", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("budget, want", [
+    pytest.param(0, (None, Status(Code.ERROR, "preemption: injected error")), id="an error on the first filter"),
+    pytest.param(1, (None, Status(Code.ERROR, "preemption: injected error")),
+                 id="an error as node1's b is added back: an Error, as no node is left"),
+    pytest.param(2, nominated("node1"), id="an error on node2 only: node1 is still chosen, the error forgotten"),
+    pytest.param(4, nominated("node1"), id="no error"),
+])
 @pytest.mark.parametrize("ports", [(), (8080,)], ids=["batched", "per node"])
-def test_an_error_in_the_dry_run_leaves_the_node_table_as_it_was(ports: tuple[int, ...], budget: int,
-                                                                 request: pytest.FixtureRequest) -> None:
-    """A Filter plugin fails with an Error after ``budget`` calls, at any step of either dry run."""
+def test_an_error_in_the_dry_run_leaves_the_node_table_as_it_was(
+        ports: tuple[int, ...], budget: int, want: tuple[PostFilterResult | None, Status]) -> None:
+    """A Filter plugin fails with an Error after ``budget`` calls, at any step of either dry run. With no candidate
+    left, upstream's PostFilter returns the Error; with one, it preempts there."""
     pods = [pod("a", LOW, MEDIUM, "node1", ports=(80,)), pod("b", MID, MEDIUM, "node1"), pod("c", LOW, LARGE, "node2")]
     env = cluster(TWO, pods, profile=plugins("NodePorts", "NodeResourcesFit", "TestFailsAfter"))
     p = pod("p", HIGH, LARGE, ports=ports)
     state, diag = diagnose(env, p, EVERY)
     env.fw.plugins["TestFailsAfter"].budget = budget
     before = table(env.cache)
-    env.fw.run_post_filter(state, p, diag)
+    assert env.fw.run_post_filter(state, p, diag) == want
     assert table(env.cache) == before
 
 
