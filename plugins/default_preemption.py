@@ -40,9 +40,11 @@ runs them off the cycle; until that ends, PreEnqueue holds the preemptor.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -81,36 +83,61 @@ class DefaultPreemptionArgs:
                               f"time as minCandidateNodesAbsolute")
 
 
-@dataclass(slots=True)
 class Candidate:
-    """A node where preemption makes the pod fit, and what it costs."""
+    """A node where preemption makes the pod fit, and what it costs. ``victims`` (every pod to evict, whole
+    gangs' members on other nodes too, most important first) is built when first read: the dry run keys
+    hundreds of candidates and evicts on one."""
 
-    row: int
-    node: str
-    victims: list[Pod]                 # every pod to evict (whole gangs: members on other nodes too)
-    pdb_violations: int
-    gangs: int = 0                     # distinct gangs losing a member
-    high: int = 0                      # highest victim priority
-    total: int = 0                     # sum of (priority + 2^31)
-    start: float = 0.0                 # earliest start among the highest-priority victims (inf: not started)
+    __slots__ = ("row", "node", "pdb_violations", "gangs", "high", "total", "start", "nvictims", "_victims",
+                 "_make")
+
+    def __init__(self, row: int, node: str, victims: list[Pod] | None = None, pdb_violations: int = 0,
+                 gangs: int = 0, high: int = 0, total: int = 0, start: float = 0.0, nvictims: int | None = None,
+                 make: Callable[[], list[Pod]] | None = None) -> None:
+        self.row = row
+        self.node = node
+        self.pdb_violations = pdb_violations
+        self.gangs = gangs                 # distinct gangs losing a member
+        self.high = high                   # highest victim priority
+        self.total = total                 # sum of (priority + 2^31)
+        self.start = start                 # earliest start among the highest-priority victims (inf: not started)
+        self._victims = victims
+        self._make = make
+        self.nvictims = len(victims) if victims is not None else (nvictims or 0)
+
+    @property
+    def victims(self) -> list[Pod]:
+        if self._victims is None:
+            self._victims = self._make() if self._make is not None else []
+        return self._victims
 
     def key(self) -> tuple:
         # smaller is better; upstream's order, with fewest gangs broken after PDB violations
-        return (self.pdb_violations, self.gangs, self.high, self.total, len(self.victims), -self.start)
+        return (self.pdb_violations, self.gangs, self.high, self.total, self.nvictims, -self.start)
+
+    def __repr__(self) -> str:
+        return (f"Candidate({self.node!r}, victims={[v.name for v in self.victims]}, "
+                f"pdb_violations={self.pdb_violations}, key={self.key()})")
 
 
 @dataclass(slots=True)
 class _Units:
     """Potential victims on a set of rows, grouped into units (one pod, or a PodGroup-mode gang's members
-    on one node), ordered per row: PDB-violating first, then by importance."""
+    on one node), with each row's units ranked in reprieve order: PDB-violating first, then by importance.
+    Members are kept CSR-style: unit ``i``'s slots are ``slots[ptr[i]:ptr[i + 1]]``."""
 
     row: np.ndarray                    # int64[u]
     rank: np.ndarray                   # int64[u]: position in its row's reprieve order
     req: np.ndarray                    # int64[u, R]: summed requests on the row
-    members: list[list[int]]           # slots on the row
-    gang: list[int]                    # whole-gang id (-1: a single pod)
-    violating: list[int]               # PDB-violating pods in the unit
-    prio: list[int] = field(default_factory=list)
+    slots: np.ndarray                  # int64[members]: the units' slots, unit by unit
+    ptr: np.ndarray                    # int64[u + 1]
+    gang: np.ndarray                   # int64[u]: whole-gang id (-1: a single pod)
+    violating: np.ndarray              # int64[u]: PDB-violating pods in the unit
+    prio: np.ndarray                   # int64[u]: the unit's priority (a whole gang's: its highest member's)
+    start: np.ndarray                  # float64[u]: earliest start among its members
+
+    def members(self, i: int) -> list[int]:
+        return self.slots[self.ptr[i]: self.ptr[i + 1]].tolist()
 
 
 def num_candidates(n: int, percentage: int, absolute: int) -> int:
@@ -151,6 +178,7 @@ class DefaultPreemption:
         self.args = args if args is not None else DefaultPreemptionArgs()
         self.rng = random.Random(getattr(handle, "seed", None))
         self._errors: list[Status] = []    # Error statuses of the current dry run's nodes
+        self._memo: tuple[np.ndarray, np.ndarray] | None = None   # _gang_arrays, for one dry run
 
     # ------------------------------------------------------------------ PreEnqueue
 
@@ -302,12 +330,14 @@ class DefaultPreemption:
         rejected = diagnosis.rejected_rows if diagnosis is not None else None
         if rejected is None or len(rejected) == 0:
             return np.zeros(0, dtype=np.int64)
-        rows = np.unique(rejected)
+        nodes = self.handle.nodes
+        on = np.zeros(nodes.cap, dtype=bool)
+        on[rejected] = True
         unresolvable = diagnosis.unresolvable_rows
         if unresolvable is not None and len(unresolvable):
-            rows = np.setdiff1d(rows, unresolvable, assume_unique=False)
-        nodes = self.handle.nodes
-        return rows[nodes.valid[rows]]
+            on[unresolvable] = False
+        on &= nodes.valid[: nodes.cap]
+        return np.flatnonzero(on)
 
     def find_candidates(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[list[Candidate], str]:
         """The candidates, or none and the FitError message saying why (upstream's wording)."""
@@ -316,6 +346,7 @@ class DefaultPreemption:
         potential = self.potential_rows(diagnosis)
         if len(potential) == 0:
             return [], f"0/{n_all} nodes are available: {n_all} {NOT_HELPFUL}."
+        self._memo = None
         want = num_candidates(len(potential), self.args.min_candidate_nodes_percentage,
                               self.args.min_candidate_nodes_absolute)
         offset = self.rng.randrange(len(potential))
@@ -380,9 +411,25 @@ class DefaultPreemption:
                 prio[idx[has]] = over[has]
         return prio
 
-    def _gang_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per gang id: its PodGroup's priority (int64 min: unset) and whether it is evicted whole."""
+    def _effective_at(self, slots: np.ndarray) -> np.ndarray:
+        """Priority of each of ``slots``, with PodGroup priorities applied where set."""
         pt = self.handle.cache.pod_table
+        prio = pt.prio[slots]
+        if pt.gang_keys:
+            g = pt.gang[slots]
+            sel = np.flatnonzero(g >= 0)
+            if len(sel):
+                over = self._gang_arrays()[0][g[sel]]
+                has = over != np.iinfo(np.int64).min
+                prio[sel[has]] = over[has]
+        return prio
+
+    def _gang_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per gang id: its PodGroup's priority (int64 min: unset) and whether it is evicted whole; built once
+        per dry run (``_memo``), as PodGroups do not change within a cycle."""
+        pt = self.handle.cache.pod_table
+        if self._memo is not None and len(self._memo[0]) == len(pt.gang_keys):
+            return self._memo
         groups = self.handle.gangs.groups
         gp = np.full(len(pt.gang_keys), np.iinfo(np.int64).min, dtype=np.int64)
         whole = np.zeros(len(pt.gang_keys), dtype=bool)
@@ -394,6 +441,7 @@ class DefaultPreemption:
                 gp[gid] = pg.priority
             if pg.disruption_mode == DISRUPTION_POD_GROUP:
                 whole[gid] = True
+        self._memo = (gp, whole)
         return gp, whole
 
     def dry_run(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
@@ -468,71 +516,94 @@ class DefaultPreemption:
             nodes.requested = saved
 
     def _units(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, vrows: np.ndarray) -> _Units:
-        """The potential victims on ``rows`` as units in reprieve order (see :class:`_Units`)."""
-        cache = self.handle.cache
-        pt = cache.pod_table
+        """The potential victims on ``rows`` as units in reprieve order (see :class:`_Units`), without a Python
+        loop over them unless PDBs or whole gangs ask for one."""
+        pt = self.handle.cache.pod_table
+        req_all = pt.columns()
         sel = np.isin(vrows, rows)
         s_slots, s_rows = slots[sel], vrows[sel]
-        gp, whole = self._gang_arrays() if pt.gang_keys else (None, None)
-        eff = self._effective(np.ones(pt.n, dtype=bool))
-        groups: dict[tuple[int, int], list[int]] = {}
-        for slot, row in zip(s_slots.tolist(), s_rows.tolist()):
-            g = int(pt.gang[slot])
-            key = (row, g) if (whole is not None and g >= 0 and whole[g]) else (row, -1 - slot)
-            groups.setdefault(key, []).append(slot)
-        pods = cache.pods
-        pdbs = self.handle.pdbs
-        allowed_base = {k: b.disruptions_allowed for k, b in pdbs.items()} if pdbs else None
-        by_row: dict[int, list[tuple[tuple, list[int], int, int, int]]] = {}
-        for (row, g), members in groups.items():
-            prio = int(eff[members].max())   # a whole gang is as important as its most important member
-            start = float(min(pt.start[m] for m in members))
-            by_row.setdefault(row, []).append(((-prio, start), members, g if g >= 0 else -1, prio, 0))
-        width = pt.req.shape[1]
-        u_row, u_rank, u_req, u_members, u_gang, u_viol, u_prio = [], [], [], [], [], [], []
-        for row, units in by_row.items():
-            units.sort(key=lambda u: u[0])
-            violating: list[tuple] = []
-            others: list[tuple] = []
-            allowed = dict(allowed_base) if allowed_base else None
-            for u in units:
-                v = 0
-                if allowed is not None:
-                    # a whole gang's members on other nodes are evicted too, and count against the PDBs as well
-                    uids = (list(self.handle.gangs.placed_members(pt.gang_keys[u[2]])) if u[2] >= 0
-                            else [pt.uids[m] for m in u[1]])
-                    for uid in uids:
-                        if uid in pods and self._violates(pods[uid].pod, pdbs, allowed):
-                            v += 1
-                (violating if v else others).append((u, v))
-            for rank, (u, v) in enumerate(violating + others):
-                u_row.append(row)
-                u_rank.append(rank)
-                u_req.append(pt.req[u[1]].sum(axis=0))
-                u_members.append(u[1])
-                u_gang.append(u[2])
-                u_viol.append(v)
-                u_prio.append(u[3])
-        return _Units(np.array(u_row, dtype=np.int64), np.array(u_rank, dtype=np.int64),
-                      np.array(u_req, dtype=np.int64).reshape(len(u_req), width), u_members, u_gang, u_viol,
-                      u_prio)
+        if len(s_slots) == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return _Units(z, z, np.zeros((0, req_all.shape[1]), dtype=np.int64), z, np.zeros(1, dtype=np.int64),
+                          z, z, z, np.zeros(0))
+        eff = self._effective_at(s_slots)
+        key = -1 - s_slots                 # a unit per pod, or per (node, whole gang)
+        if pt.gang_keys:
+            g = pt.gang[s_slots]
+            gw = g >= 0
+            gw[gw] = self._gang_arrays()[1][g[gw]]
+            key = np.where(gw, g, key)
+        order = np.lexsort((key, s_rows))  # stable: a unit's members keep ascending slots
+        s_slots, s_rows, key, eff = s_slots[order], s_rows[order], key[order], eff[order]
+        n = len(s_slots)
+        brk = np.ones(n, dtype=bool)
+        brk[1:] = (s_rows[1:] != s_rows[:-1]) | (key[1:] != key[:-1])
+        first = np.flatnonzero(brk)
+        ptr = np.append(first, n)
+        u_row = s_rows[first]
+        u_prio = np.maximum.reduceat(eff, first)        # a whole gang is as important as its most important member
+        u_start = np.minimum.reduceat(pt.start[s_slots], first)
+        u_req = np.add.reduceat(req_all[s_slots], first, axis=0)
+        u_gang = np.where(key[first] >= 0, key[first], -1)
+        u_first = s_slots[first]                          # ties keep slot order
+        importance = np.lexsort((u_first, u_start, -u_prio, u_row))
+        viol = self._pdb_violations(u_row, s_slots, ptr, u_gang, importance)
+        ranked = np.lexsort((u_first, u_start, -u_prio, -(viol > 0).astype(np.int64), u_row))
+        r_sorted = u_row[ranked]
+        rank = np.empty(len(u_row), dtype=np.int64)
+        rank[ranked] = np.arange(len(u_row)) - np.searchsorted(r_sorted, r_sorted, side="left")
+        return _Units(u_row, rank, u_req, s_slots, ptr, u_gang, viol, u_prio, u_start)
 
-    @staticmethod
-    def _violates(p: Pod, pdbs: dict[str, Any], allowed: dict[str, int]) -> bool:
-        """filterPodsWithPDBViolation for one pod: count it against every PDB that covers it."""
-        violating = False
-        if not p.labels:
-            return False   # upstream: a pod with no labels matches no PDB
-        for key, b in pdbs.items():
-            # upstream: a nil or empty selector matches nothing here (the disruption controller reads {} as all)
-            if b.namespace != p.namespace or b.selector.empty or not b.selector.matches(p.labels):
-                continue
-            if p.name in b.disrupted_pods:
-                continue   # already being disrupted: counted in the PDB's status
-            allowed[key] -= 1
-            if allowed[key] < 0:
-                violating = True
-        return violating
+    def _pdb_violations(self, u_row: np.ndarray, slots: np.ndarray, ptr: np.ndarray, u_gang: np.ndarray,
+                        importance: np.ndarray) -> np.ndarray:
+        """filterPodsWithPDBViolation per row: walking a row's units most important first, each pod covered by a
+        PDB takes one of its allowed disruptions; a pod is violating once one of its PDBs has none left.
+        Per unit, the number of violating pods (a whole gang's members on other nodes count too)."""
+        out = np.zeros(len(u_row), dtype=np.int64)
+        pdbs = list(self.handle.pdbs.values()) if self.handle.pdbs else []
+        if not pdbs:
+            return out
+        cache = self.handle.cache
+        pt = cache.pod_table
+        pods = cache.pods
+        rows = u_row.tolist()
+        p_row: list[int] = []              # one entry per (pod, PDB covering it), in walking order
+        p_pdb: list[int] = []
+        p_pod: list[int] = []
+        pod_unit: list[int] = []
+        for i in importance.tolist():
+            g = int(u_gang[i])
+            uids = (list(self.handle.gangs.placed_members(pt.gang_keys[g])) if g >= 0
+                    else [pt.uids[s] for s in slots[ptr[i]: ptr[i + 1]].tolist()])
+            for uid in uids:
+                st = pods.get(uid)
+                if st is None or not st.pod.labels:
+                    continue               # upstream: a pod with no labels matches no PDB
+                p = st.pod
+                k = len(pod_unit)
+                for j, b in enumerate(pdbs):
+                    # upstream: a nil or empty selector matches nothing here (the disruption controller reads {}
+                    # as all); a pod already being disrupted is counted in the PDB's status
+                    if (b.namespace != p.namespace or b.selector.empty or p.name in b.disrupted_pods
+                            or not b.selector.matches(p.labels)):
+                        continue
+                    p_row.append(rows[i])
+                    p_pdb.append(j)
+                    p_pod.append(k)
+                if len(p_pod) and p_pod[-1] == k:
+                    pod_unit.append(i)
+        if not p_row:
+            return out
+        allowed = np.array([b.disruptions_allowed for b in pdbs], dtype=np.int64)
+        pdb = np.array(p_pdb, dtype=np.int64)
+        grp = np.array(p_row, dtype=np.int64) * len(pdbs) + pdb
+        o = np.argsort(grp, kind="stable")
+        gs = grp[o]
+        taken = np.arange(len(gs)) - np.searchsorted(gs, gs, side="left")   # disruptions taken before this one
+        over = np.zeros(len(pod_unit), dtype=bool)
+        over[np.array(p_pod, dtype=np.int64)[o][taken >= allowed[pdb[o]]]] = True
+        np.add.at(out, np.array(pod_unit, dtype=np.int64)[over], 1)
+        return out
 
     def _reprieve_batched(self, state: CycleState, pod: Pod, batch: np.ndarray, slots: np.ndarray,
                           vrows: np.ndarray) -> list[Candidate]:
@@ -558,49 +629,77 @@ class DefaultPreemption:
         return self._candidates(batch, u, victim)
 
     def _candidates(self, batch: np.ndarray, u: _Units, victim: np.ndarray) -> list[Candidate]:
-        cache = self.handle.cache
-        pt = cache.pod_table
-        by_row: dict[int, list[int]] = {}
-        for i in np.flatnonzero(victim).tolist():
-            by_row.setdefault(int(u.row[i]), []).append(i)
+        """A candidate per row of ``batch`` with victims, keyed on per-row sums over its victim units; the victim
+        list itself is built only for the candidate that is read."""
+        vi = np.flatnonzero(victim)
+        if len(vi) == 0:
+            return []
+        pt = self.handle.cache.pod_table
+        r = u.row[vi]
+        count = (u.ptr[vi + 1] - u.ptr[vi]).astype(np.int64)
+        high_v = u.prio[vi].copy()
+        total_v = high_v + OFFSET
+        start_v = u.start[vi].copy()
+        lost = np.where(u.gang[vi] >= 0, u.gang[vi], pt.gang[u.slots[u.ptr[vi]]])   # the gang losing a member
+        for k in np.flatnonzero(u.gang[vi] >= 0).tolist():
+            # a whole gang goes everywhere: its members on other nodes are victims of this candidate too
+            members = self._gang_victims(int(u.gang[vi[k]]))
+            prios = [self.priority_of(p) for p in members]
+            count[k] = len(members)
+            high_v[k] = max(prios)
+            total_v[k] = sum(prios) + OFFSET * len(prios)
+            start_v[k] = min(_start(p) for p, q in zip(members, prios) if q == high_v[k])
+        cap = max(int(batch.max()), int(r.max())) + 1
+        viol = np.bincount(r, weights=u.violating[vi], minlength=cap).astype(np.int64)
+        nvic = np.bincount(r, weights=count, minlength=cap).astype(np.int64)
+        total = np.zeros(cap, dtype=np.int64)
+        np.add.at(total, r, total_v)
+        high = np.full(cap, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(high, r, high_v)
+        at_high = high_v == high[r]
+        start = np.full(cap, math.inf)
+        np.minimum.at(start, r[at_high], start_v[at_high])
+        has = lost >= 0
+        pairs = np.unique(r[has] * (len(pt.gang_keys) + 1) + lost[has])
+        gangs = np.bincount(pairs // (len(pt.gang_keys) + 1), minlength=cap)
+        by_row = np.argsort(r, kind="stable")
+        r_sorted = r[by_row]
         names = self.handle.nodes.names
         out = []
-        for row in batch.tolist():
-            units = by_row.get(row)
-            if not units:
+        los = np.searchsorted(r_sorted, batch, side="left").tolist()
+        his = np.searchsorted(r_sorted, batch, side="right").tolist()
+        for row, lo, hi in zip(batch.tolist(), los, his):
+            if nvic[row] == 0:
                 continue   # upstream: "expected at least one victim pod on node" (cannot happen: it did not fit)
-            pods: list[Pod] = []
-            prios: list[int] = []
-            gangs: set[int] = set()
-            seen: set[str] = set()
-            viol = 0
-            for i in units:
-                viol += u.violating[i]
-                if u.gang[i] >= 0:
-                    gangs.add(u.gang[i])
-                    key = pt.gang_keys[u.gang[i]]
-                    for uid in list(self.handle.gangs.placed_members(key)):
-                        st = cache.pods.get(uid)
-                        if st is not None and uid not in seen:
-                            seen.add(uid)
-                            pods.append(st.pod)
-                            prios.append(self.priority_of(st.pod))
-                    continue
-                for m in u.members[i]:
-                    uid = pt.uids[m]
-                    if uid is not None and uid not in seen:
-                        seen.add(uid)
-                        p = cache.pods[uid].pod
-                        pods.append(p)
-                        prios.append(self.priority_of(p))
-                        if p.pod_group:
-                            gangs.add(int(pt.gang[m]))
-            high = max(prios)
-            start = min((_start(p) for p, q in zip(pods, prios) if q == high), default=math.inf)
-            order = sorted(range(len(pods)), key=lambda k: (-prios[k], _start(pods[k])))
-            out.append(Candidate(row, names[row], [pods[k] for k in order], viol, len(gangs), high,
-                                 sum(q + OFFSET for q in prios), start))
+            units = vi[by_row[lo:hi]]
+            out.append(Candidate(row, names[row], None, int(viol[row]), int(gangs[row]), int(high[row]),
+                                 int(total[row]), float(start[row]), nvictims=int(nvic[row]),
+                                 make=functools.partial(self._victims, u, units)))
         return out
+
+    def _gang_victims(self, g: int) -> list[Pod]:
+        cache = self.handle.cache
+        key = self.handle.cache.pod_table.gang_keys[g]
+        return [st.pod for st in (cache.pods.get(uid) for uid in list(self.handle.gangs.placed_members(key)))
+                if st is not None]
+
+    def _victims(self, u: _Units, units: np.ndarray) -> list[Pod]:
+        """The pods of ``units`` (whole gangs: every placed member), most important first."""
+        cache = self.handle.cache
+        pt = cache.pod_table
+        pods: list[Pod] = []
+        seen: set[str] = set()
+        for i in units[np.argsort(u.slots[u.ptr[units]], kind="stable")].tolist():   # ties keep slot order
+            if u.gang[i] >= 0:
+                members = self._gang_victims(int(u.gang[i]))
+            else:
+                members = [cache.pods[uid].pod for uid in (pt.uids[m] for m in u.members(i)) if uid is not None]
+            for p in members:
+                if p.uid not in seen:
+                    seen.add(p.uid)
+                    pods.append(p)
+        pods.sort(key=lambda p: (-self.priority_of(p), _start(p)))
+        return pods
 
     def _dry_run_each(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
                       reasons: dict[str, int]) -> list[Candidate]:
@@ -618,14 +717,14 @@ class DefaultPreemption:
 
             def take(i: int) -> None:
                 off.add(i)
-                for m in u.members[i]:
+                for m in u.members(i):
                     p = cache.pods[pt.uids[m]].pod
                     nodes.charge(row, p, -1)
                     _ok(fw.run_remove_pod(s, pod, p, row))
 
             def give(i: int) -> None:
                 off.discard(i)
-                for m in u.members[i]:
+                for m in u.members(i):
                     p = cache.pods[pt.uids[m]].pod
                     nodes.charge(row, p, 1)
                     _ok(fw.run_add_pod(s, pod, p, row))
@@ -654,7 +753,7 @@ class DefaultPreemption:
                 fits = False
             finally:
                 for i in off:
-                    for m in u.members[i]:
+                    for m in u.members(i):
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
                 continue
@@ -668,7 +767,7 @@ class DefaultPreemption:
         cache = self.handle.cache
         pt = cache.pod_table
         out = []
-        for g in set(x for x in u.gang if x >= 0):
+        for g in set(u.gang[u.gang >= 0].tolist()):
             for uid, node in self.handle.gangs.placed_members(pt.gang_keys[g]).items():
                 r = self.handle.nodes.row(node)
                 st = cache.pods.get(uid)
