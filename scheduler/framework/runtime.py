@@ -366,7 +366,7 @@ class Framework:
         with_nominated = state
         if ext:
             with_nominated = state.clone()
-            for row, p in plan.pods:
+            for row, p in plan.pods(nodes):
                 st = self.run_add_pod(with_nominated, pod, p, row, ext)
                 if not st.is_success():
                     return rows[:0], st

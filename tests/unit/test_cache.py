@@ -401,3 +401,66 @@ def test_a_bound_member_whose_group_label_changes_moves_in_the_gang_index() -> N
     assert cache.gangs.placed_members("ns/g") == {} and cache.gangs.placed_members("ns/h") == {"a": "n1"}
     cache.add_pod(dataclasses.replace(member("a", node="n1"), pod_group=""))
     assert cache.gangs.placed == {}
+
+
+# ---------------------------------------------------------------------------- nominations
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _walk_plan(cache: Cache, p: Pod) -> dict[int, tuple[int, ...]]:
+    """What the nominated pods of priority >= p's (not p) add per valid row, by walking them."""
+    nodes = cache.nodes
+    out: dict[int, list[int]] = {}
+    for uid, name in cache.nominations.node_of.items():
+        q = cache.nominations.pods[uid]
+        row = nodes.row(name)
+        if uid == p.uid or q.priority < p.priority or row is None or not nodes.valid[row]:
+            continue
+        acc = out.setdefault(row, [0] * len(nodes.resources))
+        for r, v in q.requests.items():
+            if r in nodes.resource_index:      # no node has it: no column (Fit rejects the pod anyway)
+                acc[nodes.resource_index[r]] += v
+        acc[R_PODS] += 1
+    return {row: tuple(v) for row, v in out.items()}
+
+
+_NOM_OPS = st.lists(st.tuples(st.sampled_from(["set", "clear", "add_node", "remove_node", "plan"]),
+                              st.integers(0, 5), st.sampled_from(["n0", "n1", "n2", "n3"]), st.sampled_from([0, 5, 10]),
+                              st.booleans()), max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_NOM_OPS)
+def test_nominations_plan_matches_a_walk_over_the_nominated_pods(ops: list[tuple[str, int, str, int, bool]]) -> None:
+    """The per-priority sums kept on every set and clear equal a walk, whatever the order of nominations, nodes
+    coming and going (rows reused) and new extended resources."""
+    cache = Cache()
+    for name in ("n0", "n1"):
+        cache.add_node(node(name))
+    nominated: dict[str, Pod] = {}
+    for op, i, name, prio, gpu in ops:
+        uid = f"p{i}"
+        if op == "set":
+            q = dataclasses.replace(pod(uid, extra={"example.com/gpu": "1"} if gpu else None), priority=prio)
+            nominated[uid] = q
+            cache.nominations.set(q, name)
+        elif op == "clear":
+            cache.nominations.clear(uid)
+        elif op == "add_node":
+            cache.add_node(node(name, extra={"example.com/gpu": "2"} if gpu else None))
+        elif op == "remove_node":
+            cache.remove_node(name)
+        else:
+            q = dataclasses.replace(nominated.get(uid) or pod(uid), priority=prio)
+            plan = cache.nominations.plan(q, cache.nodes)
+            want = _walk_plan(cache, q)
+            got = {} if plan is None else {r: tuple(d) for r, d in zip(plan.rows.tolist(), plan.delta.tolist())}
+            assert got == want
+            if plan is not None:
+                assert sorted(r for r, _ in plan.pods(cache.nodes)) == sorted(
+                    r for r, c in want.items() for _ in range(c[R_PODS]))
+    for name in {"n0", "n1", "n2", "n3"}:
+        assert sorted(p.uid for p in cache.nominations.on(name)) == sorted(
+            u for u, n in cache.nominations.node_of.items() if n == name)
