@@ -19,6 +19,8 @@ precondition so a successor of the same name is never hit) and records the
 ``Preempted`` event. When the task ends the preemptor is activated; it binds
 once its victims are gone (terminating pods still hold their room in the
 cache). A failed eviction takes the nomination back and requeues the pod.
+At most ``EVICTING`` tasks make their API calls at once; the others wait
+their turn in the order they started.
 
 With ``asyncPreemption: false`` the scheduling loop waits for the task
 before its next cycle (kube-scheduler before 1.33), for comparison.
@@ -39,6 +41,10 @@ from scheduler.podgroups import rfc3339
 log = logging.getLogger("tandem.preemption")
 
 PLUGIN = "DefaultPreemption"
+# preemptions whose API calls run at once; the rest wait their turn in order, so that under a burst the
+# first preemptors get their victims evicted (and bind) first, instead of every preemptor finishing last
+# because all their calls share the client and the API server together
+EVICTING = 32
 
 
 class Preemption:
@@ -56,6 +62,7 @@ class Preemption:
         self.gate = gate                                  # hold a queued pod at PreEnqueue (queue.gate)
         self.preempting: set[str] = set()                 # preemptors whose evictions are under way
         self.sync_waits: list[asyncio.Future[Any]] = []   # tasks the loop awaits (synchronous mode)
+        self.turns = asyncio.Semaphore(EVICTING)          # FIFO: see EVICTING
 
     def is_preempting(self, uid: str) -> bool:
         return uid in self.preempting
@@ -116,8 +123,9 @@ class Preemption:
                 else:
                     api.append((v, pod, node))
             if api:
-                outcomes = await asyncio.gather(*(self._evict(fw, pod, v, node) for v, pod, node in api),
-                                                return_exceptions=True)
+                async with self.turns:
+                    outcomes = await asyncio.gather(*(self._evict(fw, pod, v, node) for v, pod, node in api),
+                                                    return_exceptions=True)
                 errors = [o for o in outcomes if isinstance(o, BaseException)]
                 if errors:
                     raise errors[0]
