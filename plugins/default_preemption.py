@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,66 @@ class Candidate:
                 f"pdb_violations={self.pdb_violations}, key={self.key()})")
 
 
+class Candidates:
+    """Candidates as columns, in dry-run order (what upstream's two candidate lists hold, kept as
+    :meth:`keep` takes them). Reading one (iteration) makes a :class:`Candidate`; :meth:`best` picks
+    without making any but the winner."""
+
+    COLUMNS = ("row", "pdb_violations", "gangs", "high", "total", "nvictims", "start")
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.cols: dict[str, list[np.ndarray]] = {c: [] for c in self.COLUMNS}
+        self.makers: list[Callable[[int], list[Pod]]] = []   # per part: row -> victims
+        self.part: list[np.ndarray] = []
+        self.kept = [0, 0]                                   # (not violating, violating) so far
+        self._made: list[Candidate] | None = None
+        self._cat: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self.kept[0] + self.kept[1]
+
+    def keep(self, cols: dict[str, np.ndarray], victims: Callable[[int], list[Pod]], want: int) -> None:
+        """Add a batch (columns in dry-run order) as upstream's two lists take them: each (PDB-violating,
+        not) holds at most ``want``."""
+        v = cols["pdb_violations"] > 0
+        ok = ((~v & (np.cumsum(~v) <= want - self.kept[0])) | (v & (np.cumsum(v) <= want - self.kept[1])))
+        if not ok.any():
+            return
+        for c in self.COLUMNS:
+            self.cols[c].append(cols[c][ok])
+        self.part.append(np.full(int(ok.sum()), len(self.makers), dtype=np.int64))
+        self.makers.append(victims)
+        self.kept[0] += int((ok & ~v).sum())
+        self.kept[1] += int((ok & v).sum())
+        self._made = self._cat = None
+
+    def _columns(self) -> dict[str, np.ndarray]:
+        if self._cat is None:
+            self._cat = {c: (p[0] if len(p) == 1 else np.concatenate(p)) for c, p in self.cols.items()}
+            self._cat["part"] = self.part[0] if len(self.part) == 1 else np.concatenate(self.part)
+        return self._cat
+
+    def _make(self, i: int) -> Candidate:
+        c = self._columns()
+        row = int(c["row"][i])
+        return Candidate(row, self.names[row], None, int(c["pdb_violations"][i]), int(c["gangs"][i]),
+                         int(c["high"][i]), int(c["total"][i]), float(c["start"][i]), nvictims=int(c["nvictims"][i]),
+                         make=functools.partial(self.makers[int(c["part"][i])], row))
+
+    def __iter__(self) -> Iterator[Candidate]:
+        if self._made is None:
+            self._made = [self._make(i) for i in range(len(self))]
+        return iter(self._made)
+
+    def best(self) -> Candidate:
+        """pickOneNodeForPreemption over the columns: the first with the smallest key (Candidate.key)."""
+        c = self._columns()
+        keys = (np.arange(len(self)), -c["start"], c["nvictims"], c["total"], c["high"], c["gangs"],
+                c["pdb_violations"])
+        return self._make(int(np.lexsort(keys)[0]))
+
+
 @dataclass(slots=True)
 class _Units:
     """Potential victims on a set of rows, grouped into units (one pod, or a PodGroup-mode gang's members
@@ -146,16 +206,6 @@ def num_candidates(n: int, percentage: int, absolute: int) -> int:
     if k < absolute:
         k = absolute
     return min(k, n)
-
-
-def _keep(out: list[Candidate], new: list[Candidate], want: int) -> None:
-    """Add ``new`` to ``out`` as upstream's two candidate lists take them: each (PDB-violating, not) holds ``want``."""
-    kept = [sum(1 for c in out if not c.pdb_violations), sum(1 for c in out if c.pdb_violations)]
-    for c in new:
-        k = 1 if c.pdb_violations else 0
-        if kept[k] < want:
-            out.append(c)
-            kept[k] += 1
 
 
 def _start(p: Pod) -> float:
@@ -298,6 +348,14 @@ class DefaultPreemption:
                 cache.restore(st_v)
         return plan
 
+    def _victim_terminating(self, pod: Pod) -> bool:
+        """A pod of lower priority terminates by preemption on the node ``pod`` is nominated to."""
+        node = self.handle.cache.nominations.get(pod.uid) or pod.nominated_node_name
+        if not node:
+            return False
+        prio = self.priority_of(pod)
+        return any(self.priority_of(p) < prio and terminating_by_preemption(p) for p in self.handle.cache.pods_on(node))
+
     def priority_of(self, p: Pod) -> int:
         """A pod's priority for preemption: its PodGroup's when that sets one."""
         if p.pod_group:
@@ -310,17 +368,14 @@ class DefaultPreemption:
         """PodEligibleToPreemptOthers."""
         if pod.preemption_policy == "Never":
             return False, NOT_ELIGIBLE_NEVER
-        cache = self.handle.cache
-        node = cache.nominations.get(pod.uid) or pod.nominated_node_name
+        node = self.handle.cache.nominations.get(pod.uid) or pod.nominated_node_name
         if node:
             row = self.handle.nodes.row(node)
             unresolvable = diagnosis.unresolvable_rows if diagnosis is not None else None
             if row is not None and unresolvable is not None and bool((unresolvable == row).any()):
                 return True, ""
-            prio = self.priority_of(pod)
-            for p in cache.pods_on(node):
-                if self.priority_of(p) < prio and terminating_by_preemption(p):
-                    return False, NOT_ELIGIBLE_TERMINATING
+            if self._victim_terminating(pod):
+                return False, NOT_ELIGIBLE_TERMINATING
         return True, ""
 
     # ------------------------------------------------------------------ candidates
@@ -339,7 +394,7 @@ class DefaultPreemption:
         on &= nodes.valid[: nodes.cap]
         return np.flatnonzero(on)
 
-    def find_candidates(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[list[Candidate], str]:
+    def find_candidates(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[Candidates | list[Candidate], str]:
         """The candidates, or none and the FitError message saying why (upstream's wording)."""
         nodes = self.handle.nodes
         n_all = len(nodes)
@@ -362,8 +417,10 @@ class DefaultPreemption:
         parts = sorted(f"{n} {r}" for r, n in reasons.items())
         return [], f"0/{n_all} nodes are available: " + ", ".join(parts) + "."
 
-    def select(self, cands: list[Candidate]) -> Candidate:
+    def select(self, cands: Candidates | list[Candidate]) -> Candidate:
         """pickOneNodeForPreemption: the first candidate with the smallest key."""
+        if isinstance(cands, Candidates):
+            return cands.best()
         best = cands[0]
         bk = best.key()
         for c in cands[1:]:
@@ -445,7 +502,7 @@ class DefaultPreemption:
         return gp, whole
 
     def dry_run(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                reasons: dict[str, int]) -> list[Candidate]:
+                reasons: dict[str, int]) -> Candidates:
         """DryRunPreemption over ``order`` (potential rows from the random offset): candidates, and per failing
         node its reason counted into ``reasons``."""
         fw = self.handle.framework
@@ -457,7 +514,7 @@ class DefaultPreemption:
         if none:
             reasons[NO_VICTIMS] = reasons.get(NO_VICTIMS, 0) + none
         if len(with_victims) == 0:
-            return []
+            return Candidates(self.handle.nodes.names)
         if fw.extended(state) or pod.host_ports:
             return self._dry_run_each(state, pod, with_victims, want, reasons)
         return self._dry_run_batched(state, pod, with_victims, slots, vrows, want, reasons)
@@ -476,7 +533,7 @@ class DefaultPreemption:
         return passed
 
     def _dry_run_batched(self, state: CycleState, pod: Pod, order: np.ndarray, slots: np.ndarray,
-                         vrows: np.ndarray, want: int, reasons: dict[str, int]) -> list[Candidate]:
+                         vrows: np.ndarray, want: int, reasons: dict[str, int]) -> Candidates:
         nodes = self.handle.nodes
         pt = self.handle.cache.pod_table
         req = pt.columns()
@@ -498,18 +555,19 @@ class DefaultPreemption:
                     reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
                 return []
             fits_in_order = order[np.isin(order, fits)]
-            out: list[Candidate] = []
+            out = Candidates(nodes.names)
             start = 0
             while start < len(fits_in_order):
                 batch = fits_in_order[start: start + max(want - len(out), 1)]
                 start += len(batch)
                 try:
-                    _keep(out, self._reprieve_batched(state, pod, batch, slots, vrows), want)
+                    found = self._reprieve_batched(state, pod, batch, slots, vrows)
                 except _DryRunError as e:
                     self._errors.append(e.status)   # the batch's nodes end with it; candidates found so far stand
                     break
-                nonviolating = sum(1 for c in out if c.pdb_violations == 0)
-                if nonviolating > 0 and len(out) >= want:
+                if found is not None:
+                    out.keep(*found, want)
+                if out.kept[0] > 0 and len(out) >= want:
                     break
             return out
         finally:
@@ -606,7 +664,7 @@ class DefaultPreemption:
         return out
 
     def _reprieve_batched(self, state: CycleState, pod: Pod, batch: np.ndarray, slots: np.ndarray,
-                          vrows: np.ndarray) -> list[Candidate]:
+                          vrows: np.ndarray) -> tuple[dict[str, np.ndarray], Callable[[int], list[Pod]]] | None:
         nodes = self.handle.nodes
         u = self._units(pod, batch, slots, vrows)
         width = nodes.requested.shape[1]
@@ -628,12 +686,13 @@ class DefaultPreemption:
             np.subtract.at(nodes.requested, u.row[reprieved], u.req[reprieved, :width])
         return self._candidates(batch, u, victim)
 
-    def _candidates(self, batch: np.ndarray, u: _Units, victim: np.ndarray) -> list[Candidate]:
-        """A candidate per row of ``batch`` with victims, keyed on per-row sums over its victim units; the victim
-        list itself is built only for the candidate that is read."""
+    def _candidates(self, batch: np.ndarray, u: _Units,
+                    victim: np.ndarray) -> tuple[dict[str, np.ndarray], Callable[[int], list[Pod]]] | None:
+        """A candidate per row of ``batch`` with victims, as columns of per-row sums over its victim units, and
+        how to list a row's victims (done only for the candidate that is read)."""
         vi = np.flatnonzero(victim)
         if len(vi) == 0:
-            return []
+            return None
         pt = self.handle.cache.pod_table
         r = u.row[vi]
         count = (u.ptr[vi + 1] - u.ptr[vi]).astype(np.int64)
@@ -664,18 +723,14 @@ class DefaultPreemption:
         gangs = np.bincount(pairs // (len(pt.gang_keys) + 1), minlength=cap)
         by_row = np.argsort(r, kind="stable")
         r_sorted = r[by_row]
-        names = self.handle.nodes.names
-        out = []
-        los = np.searchsorted(r_sorted, batch, side="left").tolist()
-        his = np.searchsorted(r_sorted, batch, side="right").tolist()
-        for row, lo, hi in zip(batch.tolist(), los, his):
-            if nvic[row] == 0:
-                continue   # upstream: "expected at least one victim pod on node" (cannot happen: it did not fit)
-            units = vi[by_row[lo:hi]]
-            out.append(Candidate(row, names[row], None, int(viol[row]), int(gangs[row]), int(high[row]),
-                                 int(total[row]), float(start[row]), nvictims=int(nvic[row]),
-                                 make=functools.partial(self._victims, u, units)))
-        return out
+        rows = batch[nvic[batch] > 0]   # upstream: "expected at least one victim pod on node" (cannot be 0)
+
+        def victims(row: int) -> list[Pod]:
+            lo, hi = np.searchsorted(r_sorted, [row, row + 1])
+            return self._victims(u, vi[by_row[lo:hi]])
+
+        return {"row": rows, "pdb_violations": viol[rows], "gangs": gangs[rows], "high": high[rows],
+                "total": total[rows], "nvictims": nvic[rows], "start": start[rows]}, victims
 
     def _gang_victims(self, g: int) -> list[Pod]:
         cache = self.handle.cache
@@ -702,14 +757,14 @@ class DefaultPreemption:
         return pods
 
     def _dry_run_each(self, state: CycleState, pod: Pod, order: np.ndarray, want: int,
-                      reasons: dict[str, int]) -> list[Candidate]:
+                      reasons: dict[str, int]) -> Candidates:
         """One node at a time on a clone of the cycle state, through AddPod/RemovePod (SelectVictimsOnNode)."""
         fw = self.handle.framework
         nodes = self.handle.nodes
         cache = self.handle.cache
         pt = cache.pod_table
         slots, vrows, _ = self._victim_slots(pod, order)
-        out: list[Candidate] = []
+        out = Candidates(nodes.names)
         for row in order.tolist():
             u = self._units(pod, np.array([row], dtype=np.int64), slots, vrows)
             s = state.clone()
@@ -757,9 +812,10 @@ class DefaultPreemption:
                         nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
             if not fits:
                 continue
-            _keep(out, self._candidates(np.array([row], dtype=np.int64), u, victim), want)
-            nonviolating = sum(1 for c in out if c.pdb_violations == 0)
-            if nonviolating > 0 and len(out) >= want:
+            found = self._candidates(np.array([row], dtype=np.int64), u, victim)
+            if found is not None:
+                out.keep(*found, want)
+            if out.kept[0] > 0 and len(out) >= want:
                 break
         return out
 
