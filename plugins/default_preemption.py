@@ -284,8 +284,12 @@ class DefaultPreemption:
                    and m.scheduler_name == pod.scheduler_name]
         if any(m.preemption_policy == "Never" for m in members):
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_NEVER)
-        if any(self.handle.preemption is not None and self.handle.preemption.is_preempting(m.uid) for m in members):
+        ev = self.handle.preemption
+        if any(ev is not None and ev.is_preempting(m.uid) for m in members):
             return None, Status(Code.UNSCHEDULABLE)   # its evictions are still under way
+        if any(self._victim_terminating(m) for m in members):
+            # as PodEligibleToPreemptOthers for one pod: the gang's victims are still going; it keeps its room
+            return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_TERMINATING)
         members.sort(key=lambda m: (m.uid != pod.uid, -m.requests.get("cpu", 0), -m.requests.get("memory", 0),
                                     m.name))
         self._errors = []
@@ -297,8 +301,11 @@ class DefaultPreemption:
         if planned < need and self._errors:
             return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())   # as for a single pod
         if planned < need or not any(vs for _, _, vs in plan):
-            return None, Status(Code.UNSCHEDULABLE)   # evict nothing: the gang would not be whole, or need not
-        ev = self.handle.preemption
+            # evict nothing: the gang would not be whole, or need not. Nominations from an earlier preemption
+            # go (upstream clears a pod's when no candidate is left): they would hold room the gang cannot use
+            if ev is not None:
+                ev.withdraw(members)
+            return PostFilterResult(nominated_node=""), Status(Code.UNSCHEDULABLE)
         if ev is not None:
             ev.preempt_group(fw, plan, sync=not self.args.async_preemption)
         mine = next((n for m, n, _ in plan if m.uid == pod.uid), "")

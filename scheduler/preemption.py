@@ -102,6 +102,13 @@ class Preemption:
         if sync:
             self.sync_waits.append(fut)
 
+    def withdraw(self, pods: list[Pod]) -> None:
+        """Take back the nominations of ``pods`` (cache and status): preemption found no room for them, so the
+        room they held (against pods of equal or lower priority) must go."""
+        for pod in pods:
+            if self.cache.nominations.clear(pod.uid) or pod.nominated_node_name:
+                self.write_nomination(pod, "")
+
     async def wait_sync(self) -> None:
         """The synchronous mode: until the evictions started by the last cycle are done."""
         while self.sync_waits:

@@ -10,9 +10,9 @@ PriorityClass, most of them higher (one class has preemptionPolicy Never),
 and in a third of the examples a gang of high priority, shuffled, some after
 a short pause. Pods carry labels that random policy/v1
 PodDisruptionBudgets (minAvailable or maxUnavailable, a number or a
-percentage) select; a PDB's status is left empty (the zero status: the
-simulated cluster has no disruption controller yet) or written once, never
-kept up to date: preemption must be safe either way. Some pods have a
+percentage) select; a PDB's status is left empty (the zero status, as
+before a disruption controller has seen it) or written once, never kept up
+to date: preemption must be safe either way. Some pods have a
 termination grace period of a second, and the node agent makes their
 deletes take that long. Priorities come from PriorityClasses through the
 simulated API server's priority admission, as in a real cluster.
@@ -45,11 +45,9 @@ than the longest backoff), the test's own Python checks:
     priority there is gone (for preemptionPolicy Never: that fits as is).
 
 The same property for preemptor gangs, (f): a high-priority gang whose
-minMember members fit once every lower-priority pod is gone ends complete.
-That is the group cycle's preemption (a gang preempts for all its missing
-members at once, or evicts nothing), which has not landed yet: today
-DefaultPreemption leaves gang members to it and nothing preempts for them,
-so (f) is its own test, marked xfail until it lands: its nodes are filled to
+minMember members fit once every lower-priority pod is gone ends complete
+(the group cycle's preemption: a gang preempts for all its missing members
+at once, or evicts nothing). It is its own test: its nodes are filled to
 the last millicore with small low-priority pods, then one high-priority gang
 comes whose members each fit an empty node, so it can only get room by
 preemption, and always can. The all-or-nothing half (a gang member that
@@ -59,8 +57,7 @@ Examples are few (15, and 5 for (f)) because each runs a cluster and a
 scheduler for a second or two; together they take about 30 s.
 
 The node agent's termination_delay is the longest grace period here, so
-every graceful delete takes its whole grace period (what
-AgentConfig(termination_delay=None) will say, once the agent has it).
+every graceful delete takes its whole grace period.
 """
 
 from __future__ import annotations
@@ -71,8 +68,7 @@ import tempfile
 import time
 from typing import Any
 
-import pytest
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bench.simcluster import SimCluster
@@ -585,11 +581,7 @@ def gang_workloads(draw: Any) -> tuple[list[dict[str, Any]], Workload]:
     return node_objs, Workload((g,), tuple(fill), tuple(mix), frozenset(), ())
 
 
-@pytest.mark.xfail(strict=False, raises=AssertionError,
-                   reason="(f) needs the group cycle's gang-aware preemption (a gang preempts for all its missing "
-                          "members at once); until it lands DefaultPreemption leaves gang members to it")
-@settings(max_examples=5, deadline=None, phases=(Phase.generate,),   # no shrinking: it fails today, by design
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=gang_workloads())
 def test_a_high_priority_gang_that_fits_once_lower_pods_are_gone_ends_complete(case):
     node_objs, workload = case

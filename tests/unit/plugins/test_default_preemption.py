@@ -246,6 +246,7 @@ class FakePreemption:
         self.calls: list[tuple[str, str, list[str], bool]] = []   # (preemptor, node, victims, sync)
         self.attempts = 0
         self.preempting: set[str] = set()
+        self.withdrawn: list[str] = []
 
     def attempted(self) -> None:
         self.attempts += 1
@@ -257,6 +258,9 @@ class FakePreemption:
                 nominate: bool = True) -> None:
         self.calls.append((pod.name, node, [v.name for v in victims], sync))
         self.preempting.add(pod.uid)
+
+    def withdraw(self, pods: list[Pod]) -> None:
+        self.withdrawn.extend(p.name for p in pods)
 
 
 class Offsets:
@@ -1182,3 +1186,39 @@ def test_property_the_batched_and_the_per_node_dry_runs_agree(scenario: Any) -> 
         runs.append(dry_run(env, preemptor))
         assert table(env.cache) == before
     assert runs[0] == runs[1]
+
+
+# ---------------------------------------------------------------------------- a gang preempting (tandem's own)
+
+
+def gang_env(placed: list[Pod], members: list[Pod], min_member: int) -> Env:
+    """One node (cpu 1) with ``placed``, Coscheduling on, and the pending ``members`` of gang "g" nominated to it."""
+    env = cluster([node("node1", {"cpu": "1", "memory": "1Gi"})], placed, groups=[pod_group("g", min_member=min_member)],
+                  profile=["Coscheduling", "NodeResourcesFit", "DefaultPreemption", "DefaultBinder"])
+    for m in members:
+        env.cache.gangs.update_membership(None, m)
+        env.fw.handle.pods[m.uid] = m
+        env.cache.nominations.set(m, "node1")
+    return env
+
+
+def test_a_gang_that_cannot_be_whole_gives_up_its_members_nominations() -> None:
+    """A higher-priority pod took the node the gang had preempted for: two members of 1 cpu no longer fit one
+    node of 1 cpu even with every lower pod gone, so nothing is evicted and both nominations go (else they would
+    hold room against pods of equal or lower priority for good)."""
+    members = [pod(f"g-{i}", MID, {"cpu": "1"}, group="g") for i in (1, 2)]
+    env = gang_env([pod("low", LOW, {"cpu": "500m"}, "node1")], members, 2)
+    result, status = post_filter(env, members[0])
+    assert (result, status.code) == (PostFilterResult(""), Code.UNSCHEDULABLE)
+    assert env.ev.calls == [] and sorted(env.ev.withdrawn) == ["g-1", "g-2"]
+
+
+def test_a_gang_whose_victims_still_terminate_keeps_its_nominations() -> None:
+    """As PodEligibleToPreemptOthers for one pod: a lower-priority pod preempted earlier is still terminating on a
+    member's nominated node, so the gang neither preempts again nor lets its room go."""
+    members = [pod(f"g-{i}", MID, {"cpu": "500m"}, group="g") for i in (1, 2)]
+    env = gang_env([pod("victim", LOW, {"cpu": "1"}, "node1", preempted=True)], members, 2)
+    result, status = post_filter(env, members[0])
+    assert result is None and status.message() == "preemption: " + NOT_ELIGIBLE_TERMINATING
+    assert env.ev.calls == [] and env.ev.withdrawn == []
+    assert env.cache.nominations.get("g-1") == "node1"
