@@ -395,6 +395,11 @@ def _leader_election(raw: Any) -> LeaderElection:
             raise ConfigError(f"{path}.{key}: must be greater than zero")
     if out.lease_duration <= out.renew_deadline:
         raise ConfigError(f"{path}.leaseDuration: must be greater than renewDeadline")
+    # client-go's NewLeaderElector refuses this at start (kube-scheduler then exits): renewals retry every
+    # retryPeriod, jittered by up to 1.2, and the deadline must leave room for a retry
+    if out.renew_deadline <= 1.2 * out.retry_period:
+        raise ConfigError(f"{path}.renewDeadline: must be greater than retryPeriod*1.2 "
+                          f"({1.2 * out.retry_period:g}s)")
     if out.resource_lock != "leases":
         raise ConfigError(f'{path}.resourceLock: {out.resource_lock!r}: resourceLock value must be "leases"')
     return out

@@ -144,6 +144,11 @@ class Metrics:
         self.events_dropped = Counter(
             "tandem_event_recorder_dropped_events", "Events dropped because the recorder's queue was full.",
             registry=r)
+        # client-go's leader election metric (leaderelection/metrics.go), set by scheduler/leader.py
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status", "Gauge of if the reporting system is master of the relevant lease, "
+            "0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make "
+            "sure to group by name.", ["name"], registry=r)
         for q in (ACTIVE_Q, BACKOFF_Q, UNSCHEDULABLE_Q, GATED_Q):
             self.pending_pods.labels(q).set(0)
         self._rest_clients: _RestClientCollector | None = None   # rest_client_requests_total, see bind_client
