@@ -47,7 +47,10 @@ Where tandem differs, on purpose:
 * Followers retry every ``retryPeriod`` less up to 10% jitter; client-go
   waits between one and 2.2 times ``retryPeriod``. With two replicas there
   is no herd to spread, and a released lease is taken within one
-  ``retryPeriod``: a rolling update hands over in about that long.
+  ``retryPeriod``: a rolling update hands over in about that long. A
+  follower also wakes when the lease it saw would expire, so a holder that
+  died is replaced within ``leaseDuration + retryPeriod`` of its last
+  renewal (client-go's followers poll only every 1 to 2.2 ``retryPeriod``).
 
 :class:`LeaderOnlyWrites` is the scheduler's API client as only the
 holder may use it: reads pass, every write first asks :meth:`is_leader`
@@ -82,6 +85,8 @@ _T = TypeVar("_T")
 JITTER_FACTOR = 1.2
 # followers wait retryPeriod * (1 - FOLLOWER_JITTER * random) between attempts (see the module docstring)
 FOLLOWER_JITTER = 0.1
+# a follower wakes this long after the moment a lease it saw expires (timers may fire a hair early)
+EXPIRY_MARGIN = 0.001
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 
@@ -198,7 +203,11 @@ class LeaderElector:
         log.info("attempting to acquire leader lease %s...", self.describe)
         while not await self._attempt(self.config.renew_deadline):
             log.debug("failed to acquire lease %s", self.describe)
-            await self.clock.sleep(self.config.retry_period * (1.0 - FOLLOWER_JITTER * self.rng.random()))
+            wait = self.config.retry_period * (1.0 - FOLLOWER_JITTER * self.rng.random())
+            if self._record is not None and self._valid():
+                # and no later than the moment the lease we saw would expire
+                wait = min(wait, self._observed_at + self._record.duration - self.clock() + EXPIRY_MARGIN)
+            await self.clock.sleep(wait)
         self._leading = True
         self._set_metric(True)
         log.info("successfully acquired lease %s", self.describe)
