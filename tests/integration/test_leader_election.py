@@ -311,7 +311,10 @@ async def ready(p: Process) -> bool:
         return False
 
 
-async def test_killing_the_holder_hands_over_within_lease_duration_plus_retry_period(tmp_path):
+@contextlib.asynccontextmanager
+async def holder_and_follower(tmp_path: Path) -> AsyncIterator[tuple[SimCluster, Audit, Process, Process]]:
+    """Two tandem-scheduler processes on a cluster of 6 nodes: the one that took the lease has bound 8 pods,
+    the other reports ready. Afterwards: no node was over-committed and no bind conflicted."""
     kc = tmp_path / "sim.kubeconfig"
     async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.05, tick=0.01), kubeconfig=kc) as cluster:
         nodes(cluster, 6)
@@ -322,47 +325,40 @@ async def test_killing_the_holder_hands_over_within_lease_duration_plus_retry_pe
             await eventually(lambda: ready(follower), 30, "the follower to report ready")
             first = create_pods(cluster, "before", 8)
             await eventually(lambda: bound(cluster, first), 15, "the holder to bind")
-            old = lease_holder(cluster)
-
-            killed = time.monotonic()
-            holder.proc.send_signal(signal.SIGKILL)
-            after = create_pods(cluster, "after", 8)     # waiting for whoever leads next
-            took = await eventually(lambda: seen.holder_changes_after(killed, old), LEASE + RETRY + 10,
-                                    "the follower to take the lease")
-            assert took - killed <= LEASE + RETRY + SLACK, f"took over {took - killed:.2f}s after the kill"
-            await eventually(lambda: bound(cluster, after), 15, "the new holder to bind")
-            assert follower.said(f"successfully acquired lease {LEASE_NS}/{LEASE_NAME}")
-            assert follower.proc.returncode is None
+            yield cluster, seen, holder, follower
         assert seen.overcommitted == [] and seen.conflicts == []
+
+
+async def test_killing_the_holder_hands_over_within_lease_duration_plus_retry_period(tmp_path):
+    async with holder_and_follower(tmp_path) as (cluster, seen, holder, follower):
+        old = lease_holder(cluster)
+        killed = time.monotonic()
+        holder.proc.send_signal(signal.SIGKILL)
+        after = create_pods(cluster, "after", 8)     # waiting for whoever leads next
+        took = await eventually(lambda: seen.holder_changes_after(killed, old), LEASE + RETRY + 10,
+                                "the follower to take the lease")
+        assert took - killed <= LEASE + RETRY + SLACK, f"took over {took - killed:.2f}s after the kill"
+        await eventually(lambda: bound(cluster, after), 15, "the new holder to bind")
+        assert follower.said(f"successfully acquired lease {LEASE_NS}/{LEASE_NAME}")
+        assert follower.proc.returncode is None
         assert all(t >= took for t, name, _ in seen.binds if name.startswith("after"))
 
 
 async def test_sigterm_releases_the_lease_and_the_follower_takes_over_within_two_seconds(tmp_path):
-    kc = tmp_path / "sim.kubeconfig"
-    async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.05, tick=0.01), kubeconfig=kc) as cluster:
-        nodes(cluster, 6)
-        seen = audit(cluster)
-        async with processes(tmp_path, kc, 2) as procs:
-            holder = await leader_of(procs)
-            (follower,) = [p for p in procs if p is not holder]
-            await eventually(lambda: ready(follower), 30, "the follower to report ready")
-            status = f'leader_election_master_status{{name="{LEASE_NAME}"}}'
-            assert f"{status} 1.0" in (await holder.get("/metrics"))[1]
-            assert f"{status} 0.0" in (await follower.get("/metrics"))[1]
-            first = create_pods(cluster, "before", 8)
-            await eventually(lambda: bound(cluster, first), 15, "the holder to bind")
-            old = lease_holder(cluster)
-
-            stopped = time.monotonic()
-            holder.proc.send_signal(signal.SIGTERM)
-            took = await eventually(lambda: seen.holder_changes_after(stopped, old), 10, "the follower to take over")
-            assert took - stopped <= 2.0, f"handed over {took - stopped:.2f}s after SIGTERM"
-            assert await holder.exit_code(10) == 0, "\n".join(holder.lines)
-            assert holder.said(f"released lease {LEASE_NS}/{LEASE_NAME}")
-            after = create_pods(cluster, "after", 8)
-            await eventually(lambda: bound(cluster, after), 15, "the new holder to bind")
-            assert f"{status} 1.0" in (await follower.get("/metrics"))[1]
-        assert seen.overcommitted == [] and seen.conflicts == []
+    async with holder_and_follower(tmp_path) as (cluster, seen, holder, follower):
+        status = f'leader_election_master_status{{name="{LEASE_NAME}"}}'
+        assert f"{status} 1.0" in (await holder.get("/metrics"))[1]
+        assert f"{status} 0.0" in (await follower.get("/metrics"))[1]
+        old = lease_holder(cluster)
+        stopped = time.monotonic()
+        holder.proc.send_signal(signal.SIGTERM)
+        took = await eventually(lambda: seen.holder_changes_after(stopped, old), 10, "the follower to take over")
+        assert took - stopped <= 2.0, f"handed over {took - stopped:.2f}s after SIGTERM"
+        assert await holder.exit_code(10) == 0, "\n".join(holder.lines)
+        assert holder.said(f"released lease {LEASE_NS}/{LEASE_NAME}")
+        after = create_pods(cluster, "after", 8)
+        await eventually(lambda: bound(cluster, after), 15, "the new holder to bind")
+        assert f"{status} 1.0" in (await follower.get("/metrics"))[1]
 
 
 async def test_a_process_that_loses_its_lease_says_so_and_exits_non_zero(tmp_path):
