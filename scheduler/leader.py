@@ -200,6 +200,7 @@ class LeaderElector:
 
         Cancel it to stop (then :meth:`release`, if the lease should go to another replica now).
         """
+        log.info("this replica's identity is %s", self.identity)
         log.info("attempting to acquire leader lease %s...", self.describe)
         while not await self._attempt(self.config.renew_deadline):
             log.debug("failed to acquire lease %s", self.describe)
