@@ -3,8 +3,10 @@
 Loads a KubeSchedulerConfiguration (or the default profile
 ``tandem-scheduler``), connects with the kubeconfig (in-cluster config when
 none is given), and schedules until SIGTERM: the first signal stops taking
-new pods and drains binds in flight, a second one exits at once (uvicorn's
-habit). A bad config is one line naming the field, and exit code 1.
+new pods, drains binds in flight and releases the leader-election Lease, a
+second one exits at once (uvicorn's habit). A replica that loses its Lease
+exits with code 1, as kube-scheduler does, so that it is restarted as a
+follower. A bad config is one line naming the field, and exit code 1.
 """
 
 from __future__ import annotations
@@ -33,7 +35,48 @@ def parser() -> argparse.ArgumentParser:
                    help="PodGroup status writes allowed at once above the rate (default %(default)s)")
     p.add_argument("-v", "--v", dest="verbosity", type=int, nargs="?", const=2, default=0,
                    help="log verbosity: 0 warnings, 1-2 info, 3+ debug (klog-style -v=N)")
+    _leader_election_flags(p)
     return p
+
+
+# kube-scheduler's leader election flags: given, each overrides the file's leaderElection field
+LEADER_ELECTION_FLAGS = {"leader_elect": "leader_elect", "leader_elect_lease_duration": "lease_duration",
+                         "leader_elect_renew_deadline": "renew_deadline", "leader_elect_retry_period": "retry_period",
+                         "leader_elect_resource_lock": "resource_lock", "leader_elect_resource_name": "resource_name",
+                         "leader_elect_resource_namespace": "resource_namespace"}
+
+
+def _leader_election_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("leader election", "each flag given overrides the configuration's leaderElection field "
+                             "(as kube-scheduler's do)")
+    g.add_argument("--leader-elect", type=_go_bool, nargs="?", const=True, metavar="BOOL",
+                   help="take the Lease before scheduling, so that only one replica schedules (--leader-elect=false: "
+                        "schedule at once)")
+    for flag, what in (("lease-duration", "how long followers wait after the last renewal they saw"),
+                       ("renew-deadline", "how long the leader retries renewing before it gives up"),
+                       ("retry-period", "how long replicas wait between attempts")):
+        g.add_argument(f"--leader-elect-{flag}", type=_go_duration, metavar="DURATION", help=what)
+    g.add_argument("--leader-elect-resource-lock", metavar="KIND", help='the lock\'s kind: only "leases"')
+    g.add_argument("--leader-elect-resource-name", metavar="NAME", help="the Lease's name")
+    g.add_argument("--leader-elect-resource-namespace", metavar="NAMESPACE", help="the Lease's namespace")
+
+
+def _go_bool(text: str) -> bool:
+    """strconv.ParseBool, as pflag reads --flag=value."""
+    if text in ("1", "t", "T", "TRUE", "true", "True"):
+        return True
+    if text in ("0", "f", "F", "FALSE", "false", "False"):
+        return False
+    raise argparse.ArgumentTypeError(f"invalid boolean {text!r}")
+
+
+def _go_duration(text: str) -> float:
+    from scheduler.config import parse_duration
+
+    try:
+        return parse_duration(text, "value")
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f'invalid duration "{text}" (Go syntax such as "15s" or "1m30s")') from None
 
 
 async def _serve(args: argparse.Namespace, config) -> int:
@@ -61,7 +104,9 @@ async def _serve(args: argparse.Namespace, config) -> int:
         stopper = asyncio.create_task(stop.wait())
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
         stopper.cancel()
-    return 0
+    # a lost lease ends the process with an error, as kube-scheduler's "leaderelection lost": the Deployment
+    # restarts it, as a follower
+    return 1 if app.lost_leadership else 0
 
 
 def tune_malloc() -> None:
@@ -132,10 +177,14 @@ def main(argv: list[str] | None = None) -> int:
     tune_malloc()
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity <= 2 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from scheduler.config import load_config
+    from scheduler.config import load_config, with_leader_election
 
     try:
         config = load_config(args.config)
+        flags = {field: getattr(args, dest) for dest, field in LEADER_ELECTION_FLAGS.items()
+                 if getattr(args, dest) is not None}
+        if flags:
+            config = with_leader_election(config, **flags)
     except ConfigError as exc:
         print(f"tandem-scheduler: invalid configuration: {exc}", file=sys.stderr)
         return 1

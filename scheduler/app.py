@@ -10,6 +10,19 @@ informers, the event recorder, the health/metrics server, plugins'
 background tasks, the PodGroup status controller and the scheduling loop
 start in order and stop in reverse; shutdown stops popping pods, then drains
 in-flight binds.
+
+With ``leaderElection.leaderElect`` (the default), everything up to the
+health server starts in every replica, which then reports ready as a
+follower; what writes (the scheduling loop, plugins' background tasks, the
+PodGroup status controller) starts only once the Lease is acquired
+(scheduler/leader.py), and every write of the scheduler and the events goes
+through :class:`~scheduler.leader.LeaderOnlyWrites` (a follower's events,
+recorded as PreEnqueue runs on what its informers feed the queue, are held
+back, and the recent ones written if it comes to lead). Losing the lease stops
+popping at once and ends :meth:`App.wait` with ``lost_leadership`` set, so
+the process exits non-zero as kube-scheduler does ("leaderelection lost")
+and its Deployment restarts it as a follower. Leaving the block gracefully
+drains binds, flushes events, then releases the lease for the next replica.
 """
 
 from __future__ import annotations
@@ -20,10 +33,11 @@ import logging
 from contextlib import AsyncExitStack
 from typing import Any
 
-from scheduler.apiclient import APIClient, NotFound, from_kubeconfig
+from scheduler.apiclient import NO_RETRY, APIClient, NotFound, from_kubeconfig
 from scheduler.config import SchedulerConfig
 from scheduler.framework.clock import Clock
 from scheduler.informers import Informer
+from scheduler.leader import LeaderElector, LeaderOnlyWrites
 from scheduler.model import POD_GROUP_API_VERSION
 from scheduler.observe import EventRecorder, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
@@ -40,7 +54,7 @@ class App:
     def __init__(self, config: SchedulerConfig, kubeconfig: str | None = None,
                  health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None,
                  podgroup_status_qps: float = STATUS_QPS, podgroup_status_burst: int = STATUS_BURST,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, lease_client: Any = None, identity: str | None = None) -> None:
         self.config = config
         # the process's one clock: the scheduler, its plugins, the status controller and the API clients
         # read time and arm timers on it
@@ -53,11 +67,22 @@ class App:
         self.podgroup_status_qps = podgroup_status_qps
         self.podgroup_status_burst = podgroup_status_burst
         self.metrics = Metrics()
+        self.events: EventRecorder | None = None
         self.scheduler: Scheduler | None = None
         self._stack = AsyncExitStack()
         self._loop_task: asyncio.Task[None] | None = None
         self.informers: list[Informer] = []
         self.pod_group_controller: PodGroupController | None = None   # PodGroup status, when the CRD is served
+        # leader election (leaderElection.leaderElect): the Lease's own client (``client`` when one was passed
+        # in and this is not), the elector, and whether the lease was lost (the process should exit non-zero)
+        self.lease_client = lease_client
+        self.identity = identity             # None: hostname_uuid
+        self.elector: LeaderElector | None = None
+        self.lost_leadership = False
+        self._elector_task: asyncio.Task[None] | None = None
+        self._leading_tasks: list[asyncio.Task[None]] = []   # plugins' background tasks, PodGroup status
+        self._done = asyncio.Event()         # wait() returns: the lease lost, or the scheduling loop ended
+        self._closing = False
 
     async def __aenter__(self) -> "App":
         try:
@@ -68,11 +93,13 @@ class App:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        self._closing = True             # a lease acquired from here on starts nothing
         await self._stack.aclose()
 
     async def _start(self) -> None:
         stack = self._stack
-        if self.client is None:
+        own_clients = self.client is None
+        if own_clients:
             self.client = await from_kubeconfig(self.kubeconfig, qps=self.config.client_qps,
                                                 burst=self.config.client_burst, clock=self.clock)
             stack.push_async_callback(self.client.close)
@@ -84,16 +111,41 @@ class App:
             stack.push_async_callback(self.event_client.close)
         else:
             self.event_client = self.client
-        for client in {id(c): c for c in (self.client, self.event_client)}.values():
+        le = self.config.leader_election
+        if le.leader_elect and self.lease_client is None:
+            if own_clients:
+                # kube-scheduler's leader-election client: its own rate limit (binds never hold a renewal up
+                # in the bucket), no retries of its own (the elector retries every retryPeriod) and requests
+                # cut off at renewDeadline
+                self.lease_client = APIClient(self.client.config, qps=self.config.client_qps,
+                                              burst=self.config.client_burst, retry=NO_RETRY,
+                                              timeout=le.renew_deadline, clock=self.clock)
+                stack.push_async_callback(self.lease_client.close)
+            else:
+                self.lease_client = self.client
+        clients = (self.client, self.event_client, self.lease_client)
+        for client in {id(c): c for c in clients if c is not None}.values():
             if hasattr(client, "counts"):
                 self.metrics.bind_client(client)
+        writes, event_writes = self.client, self.event_client
+        if le.leader_elect:
+            self.elector = LeaderElector(self.lease_client, le, identity=self.identity, clock=self.clock,
+                                         metrics=self.metrics, on_started_leading=self._start_leading,
+                                         on_stopped_leading=self._lost_lease)
+            # every write of the scheduler, its plugins, preemption, the status controllers and the events
+            writes = LeaderOnlyWrites(self.client, self.elector.is_leader, self.elector.describe)
+            event_writes = writes if self.event_client is self.client else \
+                LeaderOnlyWrites(self.event_client, self.elector.is_leader, self.elector.describe)
         name = self.config.profiles[0].scheduler_name
-        events = EventRecorder(self.event_client.create_event, name,
-                               patch=getattr(self.event_client, "patch_event", None), metrics=self.metrics,
-                               clock=self.clock)
-        events.start()
+        # started with the scheduling loop: a follower records events too (PreEnqueue runs as informers feed the
+        # queue) and holds back those of the last leaseDuration + retryPeriod, the most a gap between two
+        # leaders lasts, to write them if it comes to lead; older ones were the leader's to write
+        events = self.events = EventRecorder(
+            event_writes.create_event, name, metrics=self.metrics, clock=self.clock,
+            patch=event_writes.patch_event if hasattr(self.event_client, "patch_event") else None,
+            hold_seconds=le.lease_duration + le.retry_period if le.leader_elect else None)
         stack.push_async_callback(events.stop)
-        sched = self.scheduler = Scheduler(self.config, self.client, events, self.metrics, clock=self.clock)
+        sched = self.scheduler = Scheduler(self.config, writes, events, self.metrics, clock=self.clock)
         self.metrics.bind_queue(sched.queue)
 
         clock = self.clock
@@ -114,7 +166,7 @@ class App:
                 on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
                 on_delete=sched.on_pod_group_delete))
             # listening before the informers start: their initial lists mark every group dirty
-            self.pod_group_controller = PodGroupController(sched, self.client, events, qps=self.podgroup_status_qps,
+            self.pod_group_controller = PodGroupController(sched, writes, events, qps=self.podgroup_status_qps,
                                                           burst=self.podgroup_status_burst)
             sched.group_listeners.append(self.pod_group_controller.on_pod_change)
         else:
@@ -153,18 +205,65 @@ class App:
         stack.push_async_callback(pods.stop)
         await pods.synced.wait()
         if self.health_port is not None:
+            # ready once synced, follower or leader (kube-scheduler's followers report ready too)
             await stack.enter_async_context(
                 serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
+        # on the way out: stop what writes (drain binds, flush events), then hand the lease over
+        stack.push_async_callback(self._stop_electing)
+        stack.push_async_callback(self._stop_leading)
+        if self.elector is None:
+            self._start_leading()
+            return
+        self._elector_task = asyncio.create_task(self.elector.run(), name="leader-election")
+        self._elector_task.add_done_callback(self._elector_ended)
+
+    def _start_leading(self) -> None:
+        """The lease is ours (or leader election is off): start everything that writes."""
+        sched = self.scheduler
+        assert sched is not None
+        if self._closing:
+            return
+        if self.events is not None:
+            self.events.start()
         for fw in sched.frameworks.values():
             for plugin in fw.background_plugins:
-                task = asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}")
-                stack.push_async_callback(_cancel, task)
+                self._leading_tasks.append(asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}"))
         if self.pod_group_controller is not None:
-            task = asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status")
-            stack.push_async_callback(_cancel, task)
+            self._leading_tasks.append(asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status"))
         self._loop_task = asyncio.create_task(sched.run(), name="tandem-scheduling-loop")
-        stack.push_async_callback(self._stop_loop)
+        self._loop_task.add_done_callback(lambda _: self._done.set())
         log.info("scheduling for %s", ", ".join(p.scheduler_name for p in self.config.profiles))
+
+    def _lost_lease(self) -> None:
+        """The lease is lost: no cycle starts from here (the write gate already refuses what is under way)."""
+        log.error("leaderelection lost")
+        self.lost_leadership = True
+        if self.scheduler is not None:
+            self.scheduler.halt()
+        for task in self._leading_tasks:
+            task.cancel()
+        self._done.set()
+
+    def _elector_ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return                       # stopped by us, or ended through _lost_lease
+        log.error("leader election failed: %r", task.exception())
+        if not self.lost_leadership:
+            self._lost_lease()
+
+    async def _stop_leading(self) -> None:
+        if self._loop_task is not None:
+            await self._stop_loop()
+        for task in self._leading_tasks:
+            await _cancel(task)
+        if self.events is not None:
+            await self.events.stop()     # written while the lease is still ours
+
+    async def _stop_electing(self) -> None:
+        if self._elector_task is not None:
+            await _cancel(self._elector_task)
+        if self.elector is not None and not self.lost_leadership:
+            await self.elector.release()
 
     async def _serves(self, group_version: str) -> bool:
         """Is ``group_version`` (e.g. a CRD's) served? Discovery answers 404 when it is not."""
@@ -194,9 +293,13 @@ class App:
             log.error("scheduling loop ended with %r", self._loop_task.exception())
 
     async def wait(self) -> None:
-        """Until the scheduling loop ends (it ends only on stop or a bug)."""
-        if self._loop_task is not None:
-            await self._loop_task
+        """Until the process should end: the lease was lost (``lost_leadership``), or the scheduling loop
+        ended (only on stop or a bug). A follower waits here until it leads and then loses the lease."""
+        await self._done.wait()
+
+    def is_leader(self) -> bool:
+        """Does this replica schedule (it holds the lease, or leader election is off)?"""
+        return self.elector.is_leader() if self.elector is not None else self._loop_task is not None
 
 
 def _handlers(spread: SpreadSelectors, kind: str) -> dict[str, Any]:

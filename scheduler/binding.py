@@ -37,6 +37,7 @@ from scheduler.framework.clock import Clock
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
+from scheduler.leader import NotLeader
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 
@@ -181,7 +182,9 @@ class Binding:
                     log.warning("cannot write the status of %s: %s", pod.key, exc)
                     failures += 1
                     latest = self.pods.get(uid)
-                    if failures < 5 and latest is not None and not latest.node_name and not latest.deleting:
+                    # a replica that lost the lease writes nothing more: the next leader reports the pod
+                    if (failures < 5 and latest is not None and not latest.node_name and not latest.deleting
+                            and not isinstance(exc, NotLeader)):
                         # a pod left unbound must say why: try again, later (the client already retried)
                         await self.clock.sleep(min(0.2 * 2 ** failures, 5.0))
                         continue

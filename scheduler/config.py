@@ -44,18 +44,15 @@ and what is wrong. This module never touches the cluster.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import yaml
 
 from scheduler.framework.interface import CONFIG_POINTS
 from scheduler.framework.registry import REGISTRY, ConfigError, load_builtin_plugins, parse_args
-
-log = logging.getLogger("tandem.config")
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
 KIND = "KubeSchedulerConfiguration"
@@ -361,12 +358,23 @@ def _parse(doc: Any, source: str) -> SchedulerConfig:
         leader_election=_leader_election(doc.get("leaderElection")),
         source=source,
     )
-    if (doc.get("leaderElection") or {}).get("leaderElect") is True:
-        le = config.leader_election
-        log.warning("%s: leaderElection.leaderElect is true, but leader election is not implemented yet: this "
-                    "replica schedules as if it held the lease %s/%s; run a single replica",
-                    source, le.resource_namespace, le.resource_name)
     return config
+
+
+def with_leader_election(config: SchedulerConfig, **changes: Any) -> SchedulerConfig:
+    """``config`` with some ``leader_election`` fields replaced, validated again.
+
+    kube-scheduler's ``ApplyLeaderElectionTo``: the ``--leader-elect*`` flags given on the command line
+    override the file's ``leaderElection``, the others leave it as it is.
+    """
+    le = replace(config.leader_election, **changes)
+    _check_leader_election(le, "leaderElection")
+    return replace(config, leader_election=le)
+
+
+def parse_duration(text: str, what: str) -> float:
+    """A Go duration ("15s", "1m30s", "250ms") in seconds; a ConfigError naming ``what`` when it is not one."""
+    return _duration(text, what)
 
 
 def _leader_election(raw: Any) -> LeaderElection:
@@ -387,17 +395,27 @@ def _leader_election(raw: Any) -> LeaderElection:
         resource_name=opt("resourceName", _str, "") or d.resource_name,
         resource_namespace=opt("resourceNamespace", _str, "") or d.resource_namespace,
     )
+    _check_leader_election(out, path)
+    return out
+
+
+def _check_leader_election(out: LeaderElection, path: str) -> None:
+    """componentbase's ValidateLeaderElectionConfiguration, and what client-go's NewLeaderElector refuses."""
     if not out.leader_elect:
-        return out
+        return
     for key, value in (("leaseDuration", out.lease_duration), ("renewDeadline", out.renew_deadline),
                        ("retryPeriod", out.retry_period)):
         if value <= 0:
             raise ConfigError(f"{path}.{key}: must be greater than zero")
     if out.lease_duration <= out.renew_deadline:
         raise ConfigError(f"{path}.leaseDuration: must be greater than renewDeadline")
+    # client-go's NewLeaderElector refuses this at start (kube-scheduler then exits): renewals retry every
+    # retryPeriod, jittered by up to 1.2, and the deadline must leave room for a retry
+    if out.renew_deadline <= 1.2 * out.retry_period:
+        raise ConfigError(f"{path}.renewDeadline: must be greater than retryPeriod*1.2 "
+                          f"({1.2 * out.retry_period:g}s)")
     if out.resource_lock != "leases":
         raise ConfigError(f'{path}.resourceLock: {out.resource_lock!r}: resourceLock value must be "leases"')
-    return out
 
 
 # ---------------------------------------------------------------------------- profiles

@@ -144,6 +144,11 @@ class Metrics:
         self.events_dropped = Counter(
             "tandem_event_recorder_dropped_events", "Events dropped because the recorder's queue was full.",
             registry=r)
+        # client-go's leader election metric (leaderelection/metrics.go), set by scheduler/leader.py
+        self.leader_election_master_status = Gauge(
+            "leader_election_master_status", "Gauge of if the reporting system is master of the relevant lease, "
+            "0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease. Please make "
+            "sure to group by name.", ["name"], registry=r)
         for q in (ACTIVE_Q, BACKOFF_Q, UNSCHEDULABLE_Q, GATED_Q):
             self.pending_pods.labels(q).set(0)
         self._rest_clients: _RestClientCollector | None = None   # rest_client_requests_total, see bind_client
@@ -392,7 +397,8 @@ class EventRecorder:
                  capacity: int = QUEUE_CAPACITY, metrics: Metrics | None = None,
                  clock_ns: Callable[[], int] = time.time_ns, clock: Clock | None = None,
                  finish_seconds: float = SERIES_FINISH_SECONDS,
-                 refresh_seconds: float = SERIES_REFRESH_SECONDS, concurrency: int = WRITE_CONCURRENCY) -> None:
+                 refresh_seconds: float = SERIES_REFRESH_SECONDS, concurrency: int = WRITE_CONCURRENCY,
+                 hold_seconds: float | None = None) -> None:
         self._create = create
         self._patch = patch
         self.scheduler_name = scheduler_name
@@ -403,7 +409,11 @@ class EventRecorder:
         self._clock: Clock = clock if clock is not None else Clock()   # series ages and the sweep's timer
         self._finish = finish_seconds
         self._refresh = refresh_seconds
-        self._queue: collections.deque[tuple[tuple, dict[str, Any]]] = collections.deque()
+        # (series key, event, clock() when recorded), oldest first
+        self._queue: collections.deque[tuple[tuple, dict[str, Any], float]] = collections.deque()
+        # until start(), keep only what was recorded in the last hold_seconds (None: all, up to capacity):
+        # a follower of leader election holds its events back, and writes the recent ones if it comes to lead
+        self._hold = hold_seconds
         self._concurrency = max(1, concurrency)
         self._writes: set[asyncio.Task[None]] = set()
         self._last_write: dict[tuple, asyncio.Task[None]] = {}   # series key -> its newest write
@@ -437,13 +447,23 @@ class EventRecorder:
             return
         if event is None:
             return
+        now = self._clock()
+        if self._task is None and self._hold is not None:
+            self._expire_held(now)
         if len(self._queue) >= self._capacity:
             self._queue.popleft()
             self.dropped += 1
             if self._metrics is not None:
                 self._metrics.events_dropped.inc()
-        self._queue.append((_key(event), event))
+        self._queue.append((_key(event), event, now))
         self._wake.set()
+
+    def _expire_held(self, now: float) -> None:
+        """Forget the events held back for longer than hold_seconds (another replica was writing them)."""
+        assert self._hold is not None
+        horizon = now - self._hold
+        while self._queue and self._queue[0][2] < horizon:
+            self._queue.popleft()
 
     def record(self, regarding: Any, type_: str, reason: str, action: str, note: str,
                controller: str | None = None, *, related: Any = None) -> None:
@@ -483,6 +503,8 @@ class EventRecorder:
 
     def start(self) -> None:
         if self._task is None:
+            if self._hold is not None:
+                self._expire_held(self._clock())
             self._stopping = False
             self._task = asyncio.get_running_loop().create_task(self._run(), name="event-recorder")
 
@@ -529,7 +551,7 @@ class EventRecorder:
                     self._room.clear()
                     await self._room.wait()
                     continue
-                key, event = self._queue.popleft()
+                key, event, _ = self._queue.popleft()
                 try:
                     self._record(key, event)
                 except Exception:  # noqa: BLE001 - a bug here must not end event recording

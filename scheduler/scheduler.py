@@ -132,8 +132,8 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
                 await self.preemption.wait_sync()
             await asyncio.sleep(0)  # let informers and binding tasks run between cycles
 
-    async def stop(self, drain_timeout: float = 10.0) -> None:
-        """Stop popping; let in-flight binds finish (bounded)."""
+    def halt(self) -> None:
+        """Stop popping now: once this returns no scheduling cycle starts (a lost lease calls it directly)."""
         self._stopping = True
         self.queue.close()
         # pods held at Permit (a gang waiting for its quorum) would keep the drain waiting for their whole
@@ -141,5 +141,9 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         for fw in self.frameworks.values():
             for wp in fw.iterate_waiting_pods():
                 wp.reject("", "the scheduler is shutting down")
+
+    async def stop(self, drain_timeout: float = 10.0) -> None:
+        """Stop popping; let in-flight binds finish (bounded)."""
+        self.halt()
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=drain_timeout)

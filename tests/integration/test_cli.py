@@ -52,6 +52,35 @@ def test_a_podgroup_status_budget_that_could_never_write_is_a_usage_error(capsys
     assert flag in capsys.readouterr().err
 
 
+def test_leader_election_flags_parse_as_kube_schedulers() -> None:
+    from scheduler.__main__ import parser
+
+    args = parser().parse_args(["--leader-elect=false", "--leader-elect-lease-duration", "1m30s",
+                                "--leader-elect-retry-period=500ms", "--leader-elect-resource-namespace", "tandem"])
+    assert (args.leader_elect, args.leader_elect_lease_duration, args.leader_elect_retry_period) == (False, 90.0, 0.5)
+    assert args.leader_elect_resource_namespace == "tandem" and args.leader_elect_renew_deadline is None
+    assert parser().parse_args(["--leader-elect"]).leader_elect is True
+    assert parser().parse_args([]).leader_elect is None, "not given: the file decides"
+
+
+@pytest.mark.parametrize("argv, code, says", [
+    pytest.param(["--leader-elect-renew-deadline", "15"], 2, "--leader-elect-renew-deadline",
+                 id="a duration without a unit is a usage error naming the flag"),
+    pytest.param(["--leader-elect=maybe"], 2, "--leader-elect", id="a boolean that is not one is a usage error"),
+    pytest.param(["--leader-elect-renew-deadline", "20s"], 1,
+                 "leaderElection.leaseDuration: must be greater than renewDeadline",
+                 id="a flag that makes the configuration invalid is refused as the file would be"),
+])
+def test_bad_leader_election_flags_are_refused(capsys, argv: list[str], code: int, says: str) -> None:
+    if code == 2:
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+    else:
+        assert main(argv) == code
+    assert says in capsys.readouterr().err
+
+
 async def test_the_process_schedules_a_pod_and_stops_cleanly_on_sigterm(tmp_path) -> None:
     kubeconfig = tmp_path / "sim.kubeconfig"
     async with SimCluster(nodes=2, kubeconfig=kubeconfig) as cluster:

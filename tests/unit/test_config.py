@@ -12,6 +12,7 @@ import yaml
 
 from scheduler.config import (
     API_VERSION, DEFAULT_SCHEDULER_NAME, KIND, UPSTREAM_DEFAULT_PLUGINS, LeaderElection, load_config, parse_config,
+    with_leader_election,
 )
 from scheduler.framework import ConfigError
 from scheduler.framework.interface import CONFIG_POINTS, check_extension_points
@@ -316,26 +317,14 @@ def test_leader_election_off_skips_its_validation() -> None:
     assert c.leader_election.leader_elect is False
 
 
-@pytest.mark.parametrize("leader_election, warns", [
-    pytest.param({"leaderElect": True, "resourceNamespace": "tandem"}, True,
-                 id="leaderElect true warns that this replica schedules without the lease"),
-    pytest.param({"leaderElect": False}, False, id="leaderElect false is quiet"),
-    pytest.param(None, False, id="no leaderElection block is quiet"),
-])
-def test_leader_elect_true_warns_that_leader_election_is_not_implemented(
-        leader_election: dict[str, Any] | None, warns: bool, caplog: pytest.LogCaptureFixture) -> None:
-    doc = cfg() if leader_election is None else cfg(leaderElection=leader_election)
-    with caplog.at_level("WARNING", logger="tandem.config"):
-        parse_config(doc, "sched.yaml")
-    records = [r for r in caplog.records if r.name == "tandem.config"]
-    if not warns:
-        assert records == []
-        return
-    (record,) = records
-    assert record.levelname == "WARNING"
-    assert record.getMessage() == (
-        "sched.yaml: leaderElection.leaderElect is true, but leader election is not implemented yet: "
-        "this replica schedules as if it held the lease tandem/tandem-scheduler; run a single replica")
+def test_leader_election_overrides_replace_only_the_fields_given_and_are_validated_again() -> None:
+    c = parse_config(cfg(leaderElection={"resourceNamespace": "tandem", "leaseDuration": "20s"}), "sched.yaml")
+    o = with_leader_election(c, retry_period=0.5, resource_name="other")
+    assert o.leader_election == LeaderElection(True, 20.0, 10.0, 0.5, "leases", "other", "tandem")
+    assert o.profiles == c.profiles and c.leader_election.retry_period == 2.0
+    assert with_leader_election(c, leader_elect=False).leader_election.leader_elect is False
+    with pytest.raises(ConfigError, match="leaderElection.leaseDuration: must be greater than renewDeadline"):
+        with_leader_election(c, renew_deadline=30.0)
 
 
 # ---------------------------------------------------------------------------- errors
@@ -432,6 +421,9 @@ ERROR_CASES = [
     pytest.param(cfg(leaderElection={"leaseDuration": "5s"}),
                  "leaderElection.leaseDuration: must be greater than renewDeadline",
                  id="a lease shorter than its renew deadline is refused"),
+    pytest.param(cfg(leaderElection={"renewDeadline": "2s", "retryPeriod": "2s"}),
+                 "leaderElection.renewDeadline: must be greater than retryPeriod*1.2 (2.4s)",
+                 id="a renew deadline without room for a jittered retry is refused, as client-go refuses it"),
     pytest.param(cfg(clientConnection={"burst": -1}), "clientConnection.burst: -1 must be non-negative",
                  id="a negative burst is refused"),
     pytest.param(cfg(profiles={"schedulerName": "a"}), "profiles: expected a list, got an object",

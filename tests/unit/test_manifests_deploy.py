@@ -38,6 +38,7 @@ KINDS = {
     "Role": ("rbac.authorization.k8s.io/v1", True),
     "RoleBinding": ("rbac.authorization.k8s.io/v1", True),
     "Deployment": ("apps/v1", True),
+    "PodDisruptionBudget": ("policy/v1", True),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", False),
 }
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -103,7 +104,8 @@ def _informer_calls() -> list[Call]:
 
 
 # scheduler/apiclient (bind, status patch, events, delete), the informers (list+watch), the gang
-# scheduling to come (PodGroups and their status). Leader election's lease has its own test.
+# scheduling to come (PodGroups and their status). Leader election's lease has its own test, whose verbs
+# are read from scheduler/leader.py.
 TANDEM_CALLS = _informer_calls() + [
     Call("", "pods", "delete"),
     Call("", "pods", "create"),   # GangReadiness recreates the bare pods it evicts
@@ -201,7 +203,19 @@ def test_deployment_selector_matches_its_pod_template() -> None:
     selector = d["spec"]["selector"]["matchLabels"]
     labels = d["spec"]["template"]["metadata"]["labels"]
     assert selector and selector.items() <= labels.items()
-    assert d["spec"]["replicas"] == 1
+
+
+def test_two_replicas_roll_one_at_a_time_under_leader_election_and_a_budget() -> None:
+    d = _deployment()
+    assert d["spec"]["replicas"] == 2
+    # a new replica is up and warm before an old one stops (and releases the Lease)
+    assert d["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    cfg = parse_config(yaml.safe_load(_one("ConfigMap", "tandem-config")["data"]["config.yaml"]))
+    assert cfg.leader_election.leader_elect, "two replicas without leader election would both schedule"
+    pdb = _one("PodDisruptionBudget", "tandem-scheduler")
+    assert pdb["spec"]["maxUnavailable"] == 1
+    labels = d["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items(), "the budget covers the replicas"
 
 
 def test_service_account_the_deployment_runs_as_exists() -> None:
@@ -320,16 +334,24 @@ def test_rbac_grants_what_tandem_calls(call: Call) -> None:
     assert _allows(rules, call), f"tandem's ServiceAccount may not {call}"
 
 
+def _lease_verbs() -> set[str]:
+    """The verbs scheduler/leader.py calls on its client, read from the code so a new one is not missed."""
+    verbs = set(re.findall(r"self\.client\.(\w+)\(", (REPO / "scheduler" / "leader.py").read_text()))
+    assert verbs == {"get", "create", "update"}, verbs     # what client-go's LeaseLock uses too
+    return verbs
+
+
 def test_rbac_grants_the_configured_leader_election_lease() -> None:
     cm = _one("ConfigMap", "tandem-config")
     le = parse_config(yaml.safe_load(cm["data"]["config.yaml"])).leader_election
     rules = _rules_for(_pod_spec()["serviceAccountName"])
-    for verb in ("create", "get", "update"):
+    for verb in sorted(_lease_verbs()):
         call = Call("coordination.k8s.io", "leases", verb, le.resource_namespace,
                     None if verb == "create" else le.resource_name)
         assert _allows(rules, call), f"tandem's ServiceAccount may not {call}"
-    # and no other component's lease
+    # and no other component's lease, nor more than the elector does to its own
     assert not _allows(rules, Call("coordination.k8s.io", "leases", "update", "kube-system", "kube-controller-manager"))
+    assert not _allows(rules, Call("coordination.k8s.io", "leases", "delete", le.resource_namespace, le.resource_name))
 
 
 # what tandem's own ClusterRole must say even though system:kube-scheduler grants it too: the reads only

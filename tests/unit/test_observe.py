@@ -421,6 +421,22 @@ async def test_stop_drains_what_was_queued_before_start() -> None:
     assert len(sink.created) == 10
 
 
+async def test_a_held_recorder_writes_at_start_only_what_was_recorded_within_the_hold() -> None:
+    sink, clock = Sink(), Clock()
+    rec = recorder(sink, clock, hold_seconds=2.25)   # a leader-election follower: lease 2 s + retry 0.25 s
+    for i in range(3):
+        rec.eventf(POD, None, WARNING, f"old{i}", SCHEDULING, "n")
+    clock.advance(2.0)
+    rec.eventf(POD, None, WARNING, "recent", SCHEDULING, "n")
+    clock.advance(1.0)                                  # the first three are now older than the hold
+    rec.eventf(POD, None, WARNING, "newest", SCHEDULING, "n")
+    assert rec.pending == 2 and rec.dropped == 0, "expired holds are not drops"
+    clock.advance(0.5)
+    rec.start()                                         # it leads now
+    await rec.stop()
+    assert [e["reason"] for e in sink.created] == ["recent", "newest"]
+
+
 async def test_stop_gives_up_on_a_hung_sink_after_its_timeout() -> None:
     sink = Sink()
     sink.gate = asyncio.Event()
