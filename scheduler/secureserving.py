@@ -83,6 +83,7 @@ UNAUTHORIZED_TTL = 10.0                 # --authorization-webhook-cache-unauthor
 ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 ALWAYS_ALLOW_GROUPS = ("system:masters",)
 CACHE_SIZE = 4096                       # entries per cache; expired ones go first
+REVIEW_QPS, REVIEW_BURST = 200, 400     # the reviews' own client, as upstream's delegating options set it
 
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
 SUBJECT_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"

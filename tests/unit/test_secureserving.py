@@ -372,3 +372,39 @@ def test_bearer_token(header, token) -> None:
 ])
 def test_always_allowed_paths(path, allowed) -> None:
     assert path_allowed(path, ("/healthz", "debug/*")) is allowed
+
+
+# ---------------------------------------------------------------------------- the command line
+
+
+@pytest.mark.parametrize("argv, expected", [
+    pytest.param([], ServingOptions(), id="HTTPS with a generated certificate and upstream's TTLs by default"),
+    pytest.param(["--insecure-serving"], ServingOptions(insecure=True), id="plain HTTP when asked"),
+    pytest.param(["--tls-cert-file", "c", "--tls-private-key-file", "k", "--cert-dir", "d"],
+                 ServingOptions(cert_file="c", key_file="k", cert_dir="d"), id="the certificate flags"),
+    pytest.param(["--authentication-token-webhook-cache-ttl", "1m",
+                  "--authorization-webhook-cache-authorized-ttl", "5m0s",
+                  "--authorization-webhook-cache-unauthorized-ttl", "30s"],
+                 ServingOptions(token_ttl=60, authorized_ttl=300, unauthorized_ttl=30),
+                 id="cache TTLs as Go durations"),
+    pytest.param(["--authorization-always-allow-paths", "/healthz,/debug/*"],
+                 ServingOptions(always_allow_paths=("/healthz", "/debug/*")), id="the always allowed paths"),
+])
+def test_the_flags_describe_the_serving_options(argv, expected) -> None:
+    from scheduler.__main__ import parser, serving_options
+
+    assert serving_options(parser().parse_args(argv)) == expected
+
+
+@pytest.mark.parametrize("argv, words", [
+    pytest.param(["--tls-cert-file", "c"], "must be given together", id="a certificate without its key"),
+    pytest.param(["--authorization-webhook-cache-authorized-ttl", "soon"], "invalid duration",
+                 id="a TTL that is not a duration"),
+])
+def test_contradicting_or_malformed_serving_flags_are_usage_errors(capsys, argv, words) -> None:
+    from scheduler.__main__ import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert words in capsys.readouterr().err
