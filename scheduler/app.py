@@ -201,6 +201,7 @@ class App:
             reviews = APIClient(self.client.config, qps=REVIEW_QPS, burst=REVIEW_BURST, clock=self.clock)
             self._stack.push_async_callback(reviews.close)
         self.secure_serving = secure_serving(self.serving, reviews, self.clock)
+        self._stack.push_async_callback(self.secure_serving.close)   # after the server, before the client
         return self.secure_serving
 
     async def _stop_loop(self) -> None:

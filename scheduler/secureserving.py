@@ -246,15 +246,18 @@ class TTLCache:
 
     ``get(key, fetch)`` returns the cached answer while it is fresh;
     otherwise it awaits ``fetch()``, which returns ``(answer, ttl)``.
-    Concurrent misses of one key share that fetch; a fetch that raises
-    caches nothing and raises to every waiter.
+    Concurrent misses of one key share that fetch (upstream's singleflight);
+    it runs in a task of its own, so a requester that goes away (a scrape
+    that timed out) does not cancel it for the others. A fetch that raises
+    caches nothing and raises to every waiter. :meth:`close` cancels the
+    fetches under way.
     """
 
     def __init__(self, clock: Clock, size: int = CACHE_SIZE) -> None:
         self.clock = clock
         self.size = size
         self._entries: collections.OrderedDict[Hashable, tuple[float, Any]] = collections.OrderedDict()
-        self._inflight: dict[Hashable, asyncio.Future[Any]] = {}
+        self._inflight: dict[Hashable, asyncio.Task[Any]] = {}
 
     async def get(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[Any, float]]]) -> Any:
         hit = self._entries.get(key)
@@ -262,24 +265,28 @@ class TTLCache:
             if self.clock() < hit[0]:
                 return hit[1]
             del self._entries[key]
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
+        task = self._inflight.get(key)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._fill(key, fetch), name="secureserving-review")
+            # its failure is raised to the requesters; this only keeps asyncio from calling it unretrieved
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            self._inflight[key] = task
+        return await asyncio.shield(task)
+
+    async def _fill(self, key: Hashable, fetch: Callable[[], Awaitable[tuple[Any, float]]]) -> Any:
         try:
             answer, ttl = await fetch()
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()        # retrieved: nobody else may be waiting
-            raise
-        else:
-            fut.set_result(answer)
             if ttl > 0:
                 self._put(key, answer, ttl)
             return answer
         finally:
             del self._inflight[key]
+
+    async def close(self) -> None:
+        tasks = list(self._inflight.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _put(self, key: Hashable, answer: Any, ttl: float) -> None:
         now = self.clock()
@@ -421,6 +428,11 @@ class Guard:
     always_allow_groups: tuple[str, ...] = ALWAYS_ALLOW_GROUPS
     refused: collections.Counter[int] = field(default_factory=collections.Counter)   # by status code
 
+    async def close(self) -> None:
+        """Cancel the reviews under way (at shutdown, after the server stopped)."""
+        await self.authenticator.cache.close()
+        await self.authorizer.cache.close()
+
     @web.middleware
     async def middleware(self, request: web.Request,
                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
@@ -466,6 +478,10 @@ class SecureServing:
     @property
     def middlewares(self) -> tuple[Any, ...]:
         return () if self.guard is None else (self.guard.middleware,)
+
+    async def close(self) -> None:
+        if self.guard is not None:
+            await self.guard.close()
 
 
 def secure_serving(opts: ServingOptions, client: Reviews | None, clock: Clock | None = None) -> SecureServing:

@@ -28,6 +28,7 @@ from scheduler.secureserving import (
     SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS, ServingOptions, TTLCache, bearer_token, generate_self_signed,
     path_allowed, secure_serving, server_ssl_context,
 )
+from tests.support.waiting import eventually, settle
 
 PROMETHEUS = {"username": "system:serviceaccount:monitoring:prometheus", "uid": "u-1",
               "groups": ["system:serviceaccounts", "system:authenticated"]}
@@ -247,8 +248,7 @@ async def test_concurrent_requests_with_one_token_share_one_review() -> None:
     reviews.gate = asyncio.Event()
     async with serving(reviews=reviews) as srv:
         tasks = [asyncio.create_task(srv.get("/metrics", "prom-token")) for _ in range(5)]
-        while reviews.token_reviews == 0:
-            await asyncio.sleep(0.01)
+        await eventually(lambda: reviews.token_reviews, "the first token review")
         reviews.gate.set()
         assert [s for s, _, _ in await asyncio.gather(*tasks)] == [200] * 5
         assert (reviews.token_reviews, reviews.access_reviews) == (1, 1)
@@ -270,6 +270,31 @@ async def test_the_cache_keeps_a_bounded_number_of_answers_dropping_expired_then
     assert len(cache) == 3
     assert await cache.get("a", lambda: answer("fresh", 100)) == "fresh"      # the oldest was dropped
     assert await cache.get("d", lambda: answer("never", 100)) == "d"
+
+
+async def test_a_shared_review_outlives_a_requester_that_went_away_and_close_cancels_what_is_under_way() -> None:
+    cache = TTLCache(FakeClock())
+    gate = asyncio.Event()
+    calls = 0
+
+    async def fetch() -> tuple[str, float]:
+        nonlocal calls
+        calls += 1
+        await gate.wait()
+        return "yes", 10
+
+    first = asyncio.create_task(cache.get("k", fetch))
+    await settle()
+    first.cancel()                                   # a scrape that timed out
+    second = asyncio.create_task(cache.get("k", fetch))
+    await settle()
+    gate.set()
+    assert await second == "yes" and calls == 1 and first.cancelled()
+    stuck = asyncio.create_task(cache.get("other", asyncio.Event().wait))   # never answers
+    await settle()
+    await cache.close()
+    with pytest.raises(asyncio.CancelledError):
+        await stuck
 
 
 # ---------------------------------------------------------------------------- certificates
