@@ -16,6 +16,7 @@ import signal
 import ssl
 import sys
 
+from scheduler import secureserving as ss
 from scheduler.framework.registry import ConfigError
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS
 
@@ -41,8 +42,6 @@ def parser() -> argparse.ArgumentParser:
 
 def add_serving_flags(p: argparse.ArgumentParser) -> None:
     """kube-scheduler's secure serving, authentication and authorization flags (scheduler/secureserving.py)."""
-    from scheduler import secureserving as ss
-
     g = p.add_argument_group("secure serving")
     g.add_argument("--tls-cert-file", help="x509 certificate for HTTPS (with intermediates after it); without it "
                                            "and --tls-private-key-file a self-signed one is generated at start")
@@ -82,11 +81,9 @@ def _paths(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 
 
-def serving_options(args: argparse.Namespace):
+def serving_options(args: argparse.Namespace) -> ss.ServingOptions:
     """The ServingOptions the flags describe; ValueError when they contradict each other."""
-    from scheduler.secureserving import ServingOptions
-
-    return ServingOptions(insecure=args.insecure_serving, cert_file=args.tls_cert_file,
+    return ss.ServingOptions(insecure=args.insecure_serving, cert_file=args.tls_cert_file,
                           key_file=args.tls_private_key_file, cert_dir=args.cert_dir, token_ttl=args.token_ttl,
                           authorized_ttl=args.authorized_ttl, unauthorized_ttl=args.unauthorized_ttl,
                           always_allow_paths=args.always_allow_paths)
@@ -191,10 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(exc))
     if args.serving.cert_file and args.port:
         # a certificate that cannot be read is one line and exit code 1, not a traceback after the informers synced
-        from scheduler.secureserving import server_ssl_context
-
         try:
-            server_ssl_context(args.serving)
+            ss.server_ssl_context(args.serving)
         except (OSError, ssl.SSLError) as exc:
             print(f"tandem-scheduler: cannot use --tls-cert-file {args.serving.cert_file} / --tls-private-key-file "
                   f"{args.serving.key_file}: {exc}", file=sys.stderr)
