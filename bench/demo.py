@@ -50,6 +50,7 @@ from bench.simcluster.agent import AgentConfig
 from bench.simcluster.cluster import SimCluster
 from scheduler.app import App
 from scheduler.config import load_config
+from scheduler.secureserving import ServingOptions
 
 NAMESPACE = "default"
 SCHEDULER_NAME = "tandem-scheduler"
@@ -237,7 +238,9 @@ async def demo(kubeconfig: Path, once: bool, port: int, metrics_port: int, timeo
             (n.name, n.zone, n.cpu, n.memory, str(n.gpus or "-"), n.notes()) for n in NODES])))
 
         cfg = load_config(None)      # the built-in default: what `tandem-scheduler` runs without --config
-        async with App(cfg, kubeconfig=str(kubeconfig), health_port=metrics_port):
+        # plain HTTP on loopback, as tandem-scheduler --insecure-serving: the demo's curl needs no token
+        async with App(cfg, kubeconfig=str(kubeconfig), health_port=metrics_port,
+                       serving=ServingOptions(insecure=True)):
             profiles = ", ".join(p.scheduler_name for p in cfg.profiles)
             print(f"\n{now()} tandem is scheduling for {profiles} (default plugins); "
                   f"health and metrics on http://127.0.0.1:{metrics_port}")

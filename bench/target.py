@@ -187,7 +187,7 @@ async def _wait_ready(proc: subprocess.Popen, url: str, log_path: Path) -> None:
 @asynccontextmanager
 async def start_scheduler(config: Path | None, kubeconfig: Path, workdir: Path,
                           metrics_port: int = 0) -> AsyncIterator[SchedulerProcess]:
-    """``python -m scheduler --kubeconfig K [--config F] --port P`` for the block.
+    """``python -m scheduler --kubeconfig K [--config F] --port P --insecure-serving`` for the block.
 
     Ready once /readyz answers 200 (informers synced). ``metrics_port`` 0
     picks a free port. On exit the process gets SIGTERM (it drains binds in
@@ -199,8 +199,9 @@ async def start_scheduler(config: Path | None, kubeconfig: Path, workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     port = metrics_port or free_port()
     log_path = _fresh_log(workdir, "scheduler")
+    # plain HTTP on loopback: the benchmark scrapes /metrics without a token
     cmd = [sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), "--port", str(port),
-           "--bind-address", "127.0.0.1"]
+           "--bind-address", "127.0.0.1", "--insecure-serving"]
     if config is not None:
         cmd += ["--config", str(config)]
     with open(log_path, "wb") as log:

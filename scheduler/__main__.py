@@ -15,8 +15,10 @@ import argparse
 import asyncio
 import logging
 import signal
+import ssl
 import sys
 
+from scheduler import secureserving as ss
 from scheduler.framework.registry import ConfigError
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS
 
@@ -27,7 +29,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
     p.add_argument("--bind-address", default="0.0.0.0", help="address for /healthz, /readyz, /livez, /metrics")
     p.add_argument("--secure-port", "--port", dest="port", type=int, default=10259,
-                   help="port for health and metrics (0 disables; plain HTTP)")
+                   help="port for health and metrics, HTTPS with delegated authentication and authorization "
+                        "(0 disables)")
+    add_serving_flags(p)
     p.add_argument("--podgroup-status-qps", type=float, default=STATUS_QPS,
                    help="PodGroup status writes per second, over all groups (default %(default)s); a burst of "
                         "gangs then sees each group's newest state a little later instead of slowing binds")
@@ -74,9 +78,49 @@ def _go_duration(text: str) -> float:
     from scheduler.config import parse_duration
 
     try:
-        return parse_duration(text, "value")
+        seconds = parse_duration(text, "value")
     except ConfigError:
         raise argparse.ArgumentTypeError(f'invalid duration "{text}" (Go syntax such as "15s" or "1m30s")') from None
+    if seconds < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative")
+    return seconds
+
+
+def add_serving_flags(p: argparse.ArgumentParser) -> None:
+    """kube-scheduler's secure serving, authentication and authorization flags (scheduler/secureserving.py)."""
+    g = p.add_argument_group("secure serving")
+    g.add_argument("--tls-cert-file", help="x509 certificate for HTTPS (with intermediates after it); without it "
+                                           "and --tls-private-key-file a self-signed one is generated at start")
+    g.add_argument("--tls-private-key-file", help="the private key of --tls-cert-file")
+    g.add_argument("--cert-dir", help="folder for the generated certificate (tandem-scheduler.crt/.key, reused "
+                                      "when present); default: kept in memory")
+    g.add_argument("--insecure-serving", action="store_true",
+                   help="serve plain HTTP with no authentication or authorization, for local runs only")
+    g.add_argument("--authentication-token-webhook-cache-ttl", dest="token_ttl", type=_go_duration,
+                   default=ss.TOKEN_CACHE_TTL, metavar="DURATION",
+                   help="how long a TokenReview answer is cached (default 10s)")
+    g.add_argument("--authorization-webhook-cache-authorized-ttl", dest="authorized_ttl", type=_go_duration,
+                   default=ss.AUTHORIZED_TTL, metavar="DURATION",
+                   help="how long an allowing SubjectAccessReview answer is cached (default 10s)")
+    g.add_argument("--authorization-webhook-cache-unauthorized-ttl", dest="unauthorized_ttl", type=_go_duration,
+                   default=ss.UNAUTHORIZED_TTL, metavar="DURATION",
+                   help="how long a refusing SubjectAccessReview answer is cached (default 10s)")
+    g.add_argument("--authorization-always-allow-paths", dest="always_allow_paths", type=_paths,
+                   default=ss.ALWAYS_ALLOW_PATHS, metavar="PATHS",
+                   help="comma-separated paths served without credentials (default /healthz,/readyz,/livez; "
+                        "a trailing * matches a prefix)")
+
+
+def _paths(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def serving_options(args: argparse.Namespace) -> ss.ServingOptions:
+    """The ServingOptions the flags describe; ValueError when they contradict each other."""
+    return ss.ServingOptions(insecure=args.insecure_serving, cert_file=args.tls_cert_file,
+                          key_file=args.tls_private_key_file, cert_dir=args.cert_dir, token_ttl=args.token_ttl,
+                          authorized_ttl=args.authorized_ttl, unauthorized_ttl=args.unauthorized_ttl,
+                          always_allow_paths=args.always_allow_paths)
 
 
 async def _serve(args: argparse.Namespace, config) -> int:
@@ -98,7 +142,7 @@ async def _serve(args: argparse.Namespace, config) -> int:
         loop.add_signal_handler(sig, on_signal)
     async with App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
                    health_port=args.port or None, podgroup_status_qps=args.podgroup_status_qps,
-                   podgroup_status_burst=args.podgroup_status_burst) as app:
+                   podgroup_status_burst=args.podgroup_status_burst, serving=args.serving) as app:
         freeze_startup_heap()
         waiter = asyncio.create_task(app.wait())
         stopper = asyncio.create_task(stop.wait())
@@ -174,6 +218,18 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--podgroup-status-qps must be greater than 0, got {args.podgroup_status_qps}")
     if args.podgroup_status_burst < 1:
         p.error(f"--podgroup-status-burst must be at least 1, got {args.podgroup_status_burst}")
+    try:
+        args.serving = serving_options(args)
+    except ValueError as exc:
+        p.error(str(exc))
+    if args.serving.cert_file and args.port:
+        # a certificate that cannot be read is one line and exit code 1, not a traceback after the informers synced
+        try:
+            ss.server_ssl_context(args.serving)
+        except (OSError, ssl.SSLError) as exc:
+            print(f"tandem-scheduler: cannot use --tls-cert-file {args.serving.cert_file} / --tls-private-key-file "
+                  f"{args.serving.key_file}: {exc}", file=sys.stderr)
+            return 1
     tune_malloc()
     level = logging.WARNING if args.verbosity <= 0 else logging.INFO if args.verbosity <= 2 else logging.DEBUG
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -39,9 +39,10 @@ from scheduler.framework.clock import Clock
 from scheduler.informers import Informer
 from scheduler.leader import LeaderElector, LeaderOnlyWrites
 from scheduler.model import POD_GROUP_API_VERSION
-from scheduler.observe import EventRecorder, Metrics, serve_health
+from scheduler.observe import EventRecorder, HealthServer, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
+from scheduler.secureserving import REVIEW_BURST, REVIEW_QPS, SecureServing, ServingOptions, secure_serving
 from scheduler.spreadselectors import (REPLICA_SET, REPLICATION_CONTROLLER, SERVICE, STATEFUL_SET,
                                        SpreadSelectors)
 
@@ -54,7 +55,8 @@ class App:
     def __init__(self, config: SchedulerConfig, kubeconfig: str | None = None,
                  health_host: str = "127.0.0.1", health_port: int | None = None, client: Any = None,
                  podgroup_status_qps: float = STATUS_QPS, podgroup_status_burst: int = STATUS_BURST,
-                 clock: Clock | None = None, lease_client: Any = None, identity: str | None = None) -> None:
+                 clock: Clock | None = None, lease_client: Any = None, identity: str | None = None,
+                 serving: ServingOptions | None = None) -> None:
         self.config = config
         # the process's one clock: the scheduler, its plugins, the status controller and the API clients
         # read time and arm timers on it
@@ -62,6 +64,9 @@ class App:
         self.kubeconfig = kubeconfig
         self.health_host = health_host
         self.health_port = health_port      # None: no health/metrics server
+        self.serving = serving if serving is not None else ServingOptions()   # HTTPS + delegated auth by default
+        self.secure_serving: SecureServing | None = None   # the health server's TLS and guard, once started
+        self.health_server: HealthServer | None = None     # where it listens (health_port 0 picks a port)
         self.client = client
         self.event_client: Any = None        # the events' own client (the scheduler's when one was passed in)
         self.podgroup_status_qps = podgroup_status_qps
@@ -206,8 +211,10 @@ class App:
         await pods.synced.wait()
         if self.health_port is not None:
             # ready once synced, follower or leader (kube-scheduler's followers report ready too)
-            await stack.enter_async_context(
-                serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True))
+            sec = await self._secure_serving()
+            self.health_server = await stack.enter_async_context(
+                serve_health(self.health_host, self.health_port, self.metrics, ready=lambda: True,
+                             ssl_context=sec.ssl_context, middlewares=sec.middlewares))
         # on the way out: stop what writes (drain binds, flush events), then hand the lease over
         stack.push_async_callback(self._stop_electing)
         stack.push_async_callback(self._stop_leading)
@@ -281,6 +288,21 @@ class App:
         except NotFound:
             log.warning("the API server does not serve %s: tandem goes on without it", path)
             return False
+
+    async def _secure_serving(self) -> SecureServing:
+        """TLS and the reviews' guard for the health server (kube-scheduler's secure port).
+
+        The reviews get a client of their own when this App made its clients, as kube-scheduler's
+        delegating authenticator and authorizer have theirs (QPS 200, burst 400): a scrape never waits
+        behind binds for a token, nor binds behind a scrape.
+        """
+        reviews = self.client
+        if not self.serving.insecure and self.event_client is not self.client:
+            reviews = APIClient(self.client.config, qps=REVIEW_QPS, burst=REVIEW_BURST, clock=self.clock)
+            self._stack.push_async_callback(reviews.close)
+        self.secure_serving = secure_serving(self.serving, reviews, self.clock)
+        self._stack.push_async_callback(self.secure_serving.close)   # after the server, before the client
+        return self.secure_serving
 
     async def _stop_loop(self) -> None:
         assert self.scheduler is not None and self._loop_task is not None

@@ -5,7 +5,9 @@
   dedicated ``CollectorRegistry`` so that tests and embedded schedulers
   never share series through the global one.
 * :func:`serve_health` serves /healthz, /livez, /readyz and /metrics with
-  aiohttp, as one async context manager: started on entry, stopped on exit.
+  aiohttp, as one async context manager: started on entry, stopped on exit;
+  over TLS and behind authentication and authorization when given them
+  (:mod:`scheduler.secureserving`).
 * :class:`EventRecorder` builds ``events.k8s.io/v1`` Events the way
   client-go's ``tools/events`` recorder does for kube-scheduler and hands
   them to the API client from one background task. Recording never blocks
@@ -28,10 +30,11 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
 import prometheus_client
 from aiohttp import web
@@ -261,23 +264,26 @@ class _RestClientCollector:
 class HealthServer:
     host: str
     port: int                                 # the bound port (useful when asked for port 0)
+    scheme: str = "http"                      # "https" on the secure port
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.scheme}://{host}:{self.port}"
 
 
 @asynccontextmanager
 async def serve_health(host: str, port: int, metrics: Metrics, ready: Callable[[], bool],
-                       healthy: Callable[[], bool] | None = None) -> AsyncIterator[HealthServer]:
+                       healthy: Callable[[], bool] | None = None, *, ssl_context: ssl.SSLContext | None = None,
+                       middlewares: Iterable[Any] = ()) -> AsyncIterator[HealthServer]:
     """Serve /healthz, /livez, /readyz and /metrics until the block exits.
 
     /readyz answers 503 until ``ready()`` is true (informers synced, and
     leader if leader election is on); /healthz and /livez answer 500 when
     ``healthy()`` is false (upstream uses this for a lease it failed to
     renew). Port 0 picks a free port; the yielded :class:`HealthServer`
-    says which.
+    says which. ``ssl_context`` serves HTTPS; ``middlewares`` run before
+    every handler (secureserving's guard decides who may read what).
     """
 
     Handler = Callable[[web.Request], Awaitable[web.Response]]
@@ -298,7 +304,7 @@ async def serve_health(host: str, port: int, metrics: Metrics, ready: Callable[[
         body, content_type = metrics.exposition(request.headers.get("Accept", ""))
         return web.Response(body=body, headers={"Content-Type": content_type})
 
-    app = web.Application()
+    app = web.Application(middlewares=list(middlewares))
     app.router.add_get("/healthz", check(healthy, "healthz", 500))
     app.router.add_get("/livez", check(healthy, "livez", 500))
     app.router.add_get("/readyz", check(ready, "readyz", 503))
@@ -306,10 +312,10 @@ async def serve_health(host: str, port: int, metrics: Metrics, ready: Callable[[
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
         await site.start()
         bound = runner.addresses[0]
-        yield HealthServer(host, int(bound[1]))
+        yield HealthServer(host, int(bound[1]), "https" if ssl_context is not None else "http")
     finally:
         await runner.cleanup()
 

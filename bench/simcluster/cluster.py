@@ -22,6 +22,7 @@ import yaml
 from aiohttp import web
 
 from bench.simcluster.agent import AgentConfig, NodeAgent
+from bench.simcluster.auth import ADMIN_TOKEN
 from bench.simcluster.disruption import DisruptionController
 from bench.simcluster.faults import Faults
 from bench.simcluster.resources import lookup
@@ -62,12 +63,16 @@ def node_object(template: dict[str, Any], index: int, zones: int, region: str = 
 
 
 def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = "tandem-sim") -> Path:
-    """A kubeconfig any client (kubernetes-asyncio, kubectl) can use. The simulated server takes any token."""
+    """A kubeconfig any client (kubernetes-asyncio, kubectl) can use.
+
+    The simulated server takes any token from its callers; a TokenReview of this one says
+    ``simcluster-admin`` in ``system:masters`` (see :mod:`bench.simcluster.auth`).
+    """
     cfg = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": name, "cluster": {"server": server}}],
-        "users": [{"name": name, "user": {"token": "tandem-sim"}}],
+        "users": [{"name": name, "user": {"token": ADMIN_TOKEN}}],
         "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
         "current-context": name,
         "preferences": {},

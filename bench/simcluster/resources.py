@@ -9,6 +9,9 @@ layer stay generic and ask this table.
 ``events.k8s.io/v1`` events are a *view* of the core/v1 events: both share
 one storage table, as in kube-apiserver, and the view converts on the way in
 and out.
+
+TokenReviews and SubjectAccessReviews are create-only (``verbs``): nothing
+is stored, the create answers the review (see :mod:`bench.simcluster.auth`).
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ class ResourceType:
     singular: str = ""
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()  # "status", "binding"
+    subresources: tuple[str, ...] = ()  # "status", "binding", "token"
     fields: Callable[[dict[str, Any]], dict[str, str]] = _meta_fields
     field_names: frozenset[str] = frozenset({"metadata.name", "metadata.namespace"})
     generation: bool = False          # metadata.generation bumps on spec changes
@@ -119,6 +122,7 @@ class ResourceType:
     storage: tuple[str, str] | None = None  # (group, plural) of the table this is a view of
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     from_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    verbs: tuple[str, ...] = STANDARD_VERBS   # ("create",): a review, answered and never stored
 
     @property
     def api_version(self) -> str:
@@ -132,6 +136,11 @@ class ResourceType:
     def key(self) -> tuple[str, str]:
         """The storage table this resource reads and writes."""
         return self.storage or (self.group, self.plural)
+
+    @property
+    def stored(self) -> bool:
+        """False for the create-only reviews: the server answers them and keeps nothing."""
+        return self.verbs != ("create",)
 
     @property
     def has_status(self) -> bool:
@@ -200,6 +209,19 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False,
                  "priorityclass", ("pc",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    # who may read a secure port's /metrics: ServiceAccount tokens (serviceaccounts/token), the reviews a
+    # delegating component asks, and the RBAC objects SubjectAccessReviews are answered from
+    ResourceType("", "v1", "serviceaccounts", "ServiceAccount", True, "serviceaccount", ("sa",),
+                 subresources=("token",)),
+    ResourceType("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False, "tokenreview",
+                 verbs=("create",)),
+    ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
+                 "subjectaccessreview", verbs=("create",)),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
+                 "clusterrolebinding"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"),
     ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, "podgroup",
                  ("pg", "pgs"), subresources=("status",), generation=True,
                  create_keeps_status=False, strategic=False),
@@ -238,7 +260,7 @@ def discovery_resources(group: str, version: str) -> list[dict[str, Any]]:
             "singularName": r.singular,
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": list(STANDARD_VERBS),
+            "verbs": list(r.verbs),
         }
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
@@ -246,9 +268,12 @@ def discovery_resources(group: str, version: str) -> list[dict[str, Any]]:
             entry["categories"] = list(r.categories)
         out.append(entry)
         for sub in r.subresources:
-            verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
-            kind = "Binding" if sub == "binding" else r.kind
-            out.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                        "kind": kind, "verbs": verbs})
+            verbs = ["create"] if sub in ("binding", "token") else ["get", "patch", "update"]
+            kind = {"binding": "Binding", "token": "TokenRequest"}.get(sub, r.kind)
+            entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                     "kind": kind, "verbs": verbs}
+            if sub == "token":       # a subresource of another group's kind says which
+                entry.update(group="authentication.k8s.io", version="v1")
+            out.append(entry)
     return out
 

@@ -24,6 +24,7 @@ import orjson
 from aiohttp import web
 
 from bench.simcluster import errors, tables
+from bench.simcluster.auth import Authority
 from bench.simcluster.faults import Faults
 from bench.simcluster.resources import GROUPS, RESOURCES, ResourceType, discovery_resources, lookup
 from bench.simcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
@@ -121,6 +122,7 @@ class APIServer:
     def __init__(self, store: Store, faults: Faults | None = None, bookmark_interval: float = 60.0,
                  max_watch_timeout: float = 1800.0) -> None:
         self.store = store
+        self.auth = Authority(store)    # issued tokens; TokenReview and SubjectAccessReview answers
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval
         self.max_watch_timeout = max_watch_timeout
@@ -153,6 +155,8 @@ class APIServer:
                 await asyncio.sleep(latency)
             if fault is not None:
                 return _error(fault)
+            if (not info.rt.stored or info.subresource == "token") and info.verb != "create":
+                raise errors.method_not_allowed(info.verb, info.resource_label)   # create-only
             if info.watch:
                 return await self._watch(request, info)
             return await self._resource(request, info)
@@ -238,6 +242,13 @@ class APIServer:
         rt, store, q = info.rt, self.store, request.query
         dry_run = "All" in q.getall("dryRun", [])
         method = request.method
+        if not rt.stored:
+            # a review: created, answered, never stored (201, as every create)
+            if info.name:
+                raise errors.method_not_allowed(info.verb, rt.plural)
+            body = await self._body(request, rt.kind)
+            review = self.auth.token_review if rt.kind == "TokenReview" else self.auth.subject_access_review
+            return _json(review(body), 201)
         if method == "GET":
             table = tables.requested(request.headers.get("Accept", ""), q)  # None: plain JSON, the fast path
             if info.name:
@@ -265,15 +276,18 @@ class APIServer:
                 store.bind(info.namespace, info.name, await self._body(request, "Binding"))
                 return _json({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "code": 201}, status=201)
+            if info.subresource == "token":
+                return _json(self.auth.token_request(info.namespace, info.name,
+                                                     await self._body(request, "TokenRequest")), 201)
             if info.name:
                 raise errors.method_not_allowed("create", rt.plural)
             entry = store.create(rt, info.namespace, await self._body(request, rt.kind), dry_run)
             return self._out(rt, entry, 201)
-        if method == "PUT" and info.name and info.subresource != "binding":
+        if method == "PUT" and info.name and info.subresource not in ("binding", "token"):
             entry = store.update(rt, info.namespace, info.name, await self._body(request, rt.kind),
                                  info.subresource, dry_run)
             return self._out(rt, entry)
-        if method == "PATCH" and info.name and info.subresource != "binding":
+        if method == "PATCH" and info.name and info.subresource not in ("binding", "token"):
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw = await request.read()
             if not raw:
@@ -327,8 +341,9 @@ class APIServer:
         status = 202 if orphan_false and not gone else 200
         # the stores with ReturnDeletedObject (pods, namespaces, services, custom resources) answer
         # with the object; the others with a Success Status naming it
-        if gone and rt.kind not in ("Pod", "Namespace", "Service") and rt.group in (
-                "", "apps", "policy", "storage.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io"):
+        if gone and rt.kind not in ("Pod", "Namespace", "Service", "ServiceAccount") and rt.group in (
+                "", "apps", "policy", "storage.k8s.io", "scheduling.k8s.io", "coordination.k8s.io", "events.k8s.io",
+                "rbac.authorization.k8s.io"):
             name = entry.key[1]
             details = {"name": name, "kind": rt.plural, "uid": entry.uid}
             if rt.group:

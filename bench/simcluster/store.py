@@ -155,7 +155,7 @@ class Store:
         self.rv = 0
         self.tables: dict[tuple[str, str], Table] = {}
         for rt in RESOURCES:
-            if rt.storage is None:
+            if rt.storage is None and rt.stored:
                 self.tables[rt.key] = Table(rt)
         self._ts_cache = (0, "")
         self._observers: list[Observer] = []

@@ -274,7 +274,7 @@ async def processes(tmp_path: Path, kubeconfig: Path, count: int,
             port = free_port()
             proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), "--config", str(cfg),
-                "--bind-address", "127.0.0.1", "--port", str(port), "-v=2",
+                "--bind-address", "127.0.0.1", "--port", str(port), "--insecure-serving", "-v=2",
                 cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
             p = Process(proc, port)

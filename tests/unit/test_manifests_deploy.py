@@ -39,6 +39,7 @@ KINDS = {
     "RoleBinding": ("rbac.authorization.k8s.io/v1", True),
     "Deployment": ("apps/v1", True),
     "PodDisruptionBudget": ("policy/v1", True),
+    "Service": ("v1", True),
     "CustomResourceDefinition": ("apiextensions.k8s.io/v1", False),
 }
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
@@ -62,6 +63,8 @@ BOOTSTRAP_ROLES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": [""], "resources": ["persistentvolumeclaims", "persistentvolumes"],
          "verbs": ["get", "list", "watch"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
     ],
     "system:volume-scheduler": [
         {"apiGroups": [""], "resources": ["persistentvolumes"], "verbs": ["get", "list", "patch", "update", "watch"]},
@@ -103,10 +106,21 @@ def _informer_calls() -> list[Call]:
     return calls
 
 
+def _review_calls() -> list[Call]:
+    """create of the two reviews the secure port asks, read from the paths secureserving posts to."""
+    from scheduler import secureserving
+
+    calls = []
+    for path in (secureserving.TOKEN_REVIEWS, secureserving.SUBJECT_ACCESS_REVIEWS):
+        _, _, group, _, resource = path.split("/")        # /apis/GROUP/VERSION/RESOURCE
+        calls.append(Call(group, resource, "create"))
+    return calls
+
+
 # scheduler/apiclient (bind, status patch, events, delete), the informers (list+watch), the gang
-# scheduling to come (PodGroups and their status). Leader election's lease has its own test, whose verbs
-# are read from scheduler/leader.py.
-TANDEM_CALLS = _informer_calls() + [
+# scheduling to come (PodGroups and their status), the secure port's reviews. Leader election's lease
+# has its own test, whose verbs are read from scheduler/leader.py.
+TANDEM_CALLS = _informer_calls() + _review_calls() + [
     Call("", "pods", "delete"),
     Call("", "pods", "create"),   # GangReadiness recreates the bare pods it evicts
     Call("", "pods/binding", "create"),
@@ -252,9 +266,12 @@ def test_container_command_and_probes_match_the_cli() -> None:
     assert args.kubeconfig is None                         # in-cluster config
     assert args.verbosity == 2
     (port,) = c["ports"]
-    assert port["containerPort"] == args.port == 10259
-    assert c["livenessProbe"]["httpGet"] == {"path": "/livez", "port": args.port, "scheme": "HTTP"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": args.port, "scheme": "HTTP"}
+    assert (port["name"], port["containerPort"]) == ("https", 10259) and args.port == 10259
+    # the secure port with a certificate generated at start, and the probes' paths open without credentials
+    assert not args.insecure_serving and args.tls_cert_file is None
+    for probe, path in (("startupProbe", "/livez"), ("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+        assert c[probe]["httpGet"] == {"path": path, "port": args.port, "scheme": "HTTPS"}, probe
+        assert path in args.always_allow_paths
     assert c["image"] == "ghcr.io/tandem-scheduler/tandem:latest"
 
 
@@ -366,6 +383,44 @@ OWN_ROLE_READS = [Call(group, resource, verb)
 def test_tandems_own_role_grants_the_spreading_and_affinity_reads(call: Call) -> None:
     assert _allows([(None, r) for r in _one("ClusterRole", "tandem-scheduler")["rules"]], call), \
         f"the tandem-scheduler ClusterRole may not {call}"
+
+
+def test_tandems_own_role_grants_exactly_the_two_review_creates() -> None:
+    rules = _one("ClusterRole", "tandem-scheduler")["rules"]
+    reviews = [r for r in rules if {"authentication.k8s.io", "authorization.k8s.io"} & set(r.get("apiGroups", []))]
+    granted = {(g, res, v) for r in reviews for g in r["apiGroups"] for res in r["resources"] for v in r["verbs"]}
+    assert granted == {(c.group, c.resource, c.verb) for c in _review_calls()}
+
+
+def test_the_metrics_reader_role_grants_get_on_metrics_and_nothing_else() -> None:
+    assert _one("ClusterRole", "tandem-metrics-reader")["rules"] == [{"nonResourceURLs": ["/metrics"],
+                                                                      "verbs": ["get"]}]
+
+
+# ---------------------------------------------------------------------------- the secure port's Service
+
+
+def test_the_service_exposes_the_secure_port_of_the_deployments_pods() -> None:
+    svc = _one("Service", "tandem-scheduler")
+    labels = _deployment()["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= labels.items()
+    (port,) = svc["spec"]["ports"]
+    (container_port,) = _container()["ports"]
+    assert (port["name"], port["port"], port["targetPort"]) == ("https", 10259, container_port["name"])
+
+
+def test_the_example_service_monitor_scrapes_that_service_with_a_bearer_token() -> None:
+    example = MANIFESTS / "servicemonitor.yaml.example"
+    sm = yaml.safe_load(example.read_text())
+    assert (sm["apiVersion"], sm["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
+    svc = _one("Service", "tandem-scheduler")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    assert sm["spec"]["namespaceSelector"]["matchNames"] == [svc["metadata"]["namespace"]]
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["scheme"], endpoint["path"]) == (svc["spec"]["ports"][0]["name"], "https",
+                                                                        "/metrics")
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}     # the generated certificate has no known CA
 
 
 def test_rbac_check_itself_rejects_what_is_not_granted() -> None:
