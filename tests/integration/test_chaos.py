@@ -65,7 +65,7 @@ MERGE = "application/merge-patch+json"
 
 SEED = 20261124
 WINDOW = 12                       # events each resource retains: one batch of creates outruns it
-BATCHES, BATCH_SIZE, BATCH_EVERY = 16, 20, 0.75
+BATCHES, BATCH_SIZE, BATCH_EVERY = 20, 16, 0.75   # a 15 s burst: room for the handovers on a loaded machine
 GANGS, GANG_SIZE = 8, 5
 IMPOSSIBLE = 3                    # pods asking for more cpu than any node has: must end explained
 
@@ -309,6 +309,7 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
                     # the other one, now leading, is stopped as a rolling update stops it
                     replicas.procs[other].proc.send_signal(signal.SIGTERM)
                     stopped = other
+                    assert b < BATCHES - 2, "SIGTERM came too late for the restarted replica to get pods of its own"
                 if b in (2, 5, 9):
                     for _ in range(4):
                         cluster.store.create(NODES, "", make_node(f"node-{added:02d}", cpu="4", memory="8Gi"))
