@@ -271,29 +271,39 @@ async def processes(tmp_path: Path, kubeconfig: Path, count: int,
     out: list[Process] = []
     try:
         for _ in range(count):
-            port = free_port()
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), "--config", str(cfg),
-                "--bind-address", "127.0.0.1", "--port", str(port), "--insecure-serving", "-v=2",
-                cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            p = Process(proc, port)
-
-            async def read(p: Process = p) -> None:
-                assert p.proc.stdout is not None
-                async for line in p.proc.stdout:
-                    p.lines.append(line.decode(errors="replace").rstrip())
-
-            p.reader = asyncio.create_task(read())
-            out.append(p)
+            out.append(await spawn(kubeconfig, cfg))
         yield out
     finally:
-        for p in out:
-            if p.proc.returncode is None:
-                p.proc.kill()
-                await p.proc.wait()
-            if p.reader is not None:
-                await asyncio.gather(p.reader, return_exceptions=True)
+        await reap(out)
+
+
+async def spawn(kubeconfig: Path, config: Path) -> Process:
+    """One ``tandem-scheduler`` process (plain HTTP on a port of its own, -v=2), its output collected in ``lines``."""
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), "--config", str(config),
+        "--bind-address", "127.0.0.1", "--port", str(port), "--insecure-serving", "-v=2",
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    p = Process(proc, port)
+
+    async def read() -> None:
+        assert p.proc.stdout is not None
+        async for line in p.proc.stdout:
+            p.lines.append(line.decode(errors="replace").rstrip())
+
+    p.reader = asyncio.create_task(read())
+    return p
+
+
+async def reap(procs: list[Process]) -> None:
+    """Kill whichever of ``procs`` still runs and wait for every one's output to end."""
+    for p in procs:
+        if p.proc.returncode is None:
+            p.proc.kill()
+            await p.proc.wait()
+        if p.reader is not None:
+            await asyncio.gather(p.reader, return_exceptions=True)
 
 
 async def leader_of(procs: list[Process], timeout: float = 30.0) -> Process:
