@@ -23,6 +23,7 @@ from scheduler.cache import Cache
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
 from scheduler.model import Node, Pod, parse_node, parse_pdb, parse_pod, parse_pod_group
+from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
@@ -41,6 +42,7 @@ class EventHandlers:
     priority_classes: set[str] | None
     pdbs: dict[str, Any]
     _conditions: dict[str, tuple[str, str]]
+    reports: PreEnqueueReports
 
     # ------------------------------------------------------------------ informer handlers (pods)
 
@@ -63,6 +65,7 @@ class EventHandlers:
             self._group_changed(old, pod)
         if pod.node_name:
             self._conditions.pop(pod.uid, None)   # bound: no PodScheduled=False of ours to keep current
+            self.reports.forget(pod.uid)
         nominations = self.cache.nominations
         if pod.node_name or pod.deleting or pod.terminal or pod.scheduler_name not in self.frameworks:
             if nominations:
@@ -120,6 +123,7 @@ class EventHandlers:
         if self.group_listeners:
             self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
+        self.reports.forget(pod.uid)
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)

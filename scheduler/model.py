@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
 import orjson
 
@@ -50,6 +50,10 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"   # DisruptionTarget's reason 
 # was hit (Kueue's names for both)
 POD_GROUP_PODS_READY = "PodsReady"
 POD_GROUP_REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
+# why a pod, or a PodGroup, waits before any scheduling cycle (KEP-5501's PodScheduled reason, for a PreEnqueue
+# rejection); on a PodGroup it is the reason of a False PodGroupScheduled condition (the Workload API's type)
+NOT_READY_FOR_SCHEDULING = "NotReadyForScheduling"
+POD_GROUP_SCHEDULED = "PodGroupScheduled"
 
 
 class QuantityError(ValueError):
@@ -491,6 +495,37 @@ class PodGroup:
         ref = {"kind": "PodGroup", "apiVersion": self.api_version, "namespace": self.namespace,
                "name": self.name, "uid": self.uid, "resourceVersion": self.resource_version}
         return {k: v for k, v in ref.items() if v}
+
+
+def gang_members_present(uids: Collection[str], pods: Mapping[str, "Pod"], need: int) -> int:
+    """How many of a gang's pods count toward its quorum before any member is scheduled.
+
+    ``uids`` are the pods naming the group, ``pods`` the latest records by uid. Fewer pods than ``need``
+    cannot make a quorum whatever their state, so their number is the answer in O(1) (a gang's members
+    arriving one by one are counted on every arrival). Otherwise the pods that could run are counted, up
+    to ``need``: not finished, not being deleted, not behind scheduling gates (a gated pod cannot be
+    placed until its gates go, and the update that removes them counts it then). Coscheduling's
+    PreEnqueue holds by this count and the PodGroup status controller reports it, so both say the same.
+    """
+    if len(uids) < need:
+        return len(uids)
+    n = 0
+    for uid in uids:
+        if could_run(pods.get(uid)):
+            n += 1
+            if n >= need:
+                break
+    return n
+
+
+def could_run(p: "Pod | None") -> bool:
+    """A gang member that counts toward its quorum: not finished, not being deleted, not behind scheduling gates."""
+    return p is not None and not p.deleting and not p.terminal and not p.scheduling_gates
+
+
+def gang_waiting_message(key: str, present: int, need: int) -> str:
+    """What a gang held for want of members says, on its pods and on its PodGroup."""
+    return f"PodGroup {key}: {present} of {need} members exist; waiting for more"
 
 
 # ---------------------------------------------------------------------------- parsing
