@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from scheduler.framework.clock import Clock
 
 if TYPE_CHECKING:
-    from scheduler.cache import Cache, GangIndex, NodeTable
+    from scheduler.cache import Cache, GangIndex, NodeTable, Volumes
     from scheduler.podcounts import PodCounts
     from scheduler.spreadselectors import SpreadSelectors
 
@@ -54,6 +54,11 @@ class Handle:
     def counts(self) -> "PodCounts":
         """Per-node counts of placed pods by selection, and placed pods' affinity terms (read-only here)."""
         return self.cache.counts
+
+    @property
+    def volumes(self) -> "Volumes":
+        """PersistentVolumeClaims, PersistentVolumes and StorageClasses, from their informers (read-only here)."""
+        return self.cache.volumes
 
     @property
     def gangs(self) -> "GangIndex":
