@@ -36,9 +36,13 @@ PodScheduled=True.
 Writes are budgeted over all pods (``qps``/``burst``, a token bucket on the
 scheduler's clock), earliest turn first: a gang of 1,000 held members whose
 count changes is written progressively, each member with its newest numbers,
-and never more than once per ``delay`` per pod. The condition goes through
-the scheduler's one status writer per pod (binding.py), so it can never land
-after, and overwrite, a later PodScheduled write of the same pod.
+and never more than once per ``delay`` per pod; a pod whose message keeps
+changing waits twice as long before each further write (up to 64 times
+``delay``), so even a message that is new at every look, whose write's own
+echo re-evaluates the pod, costs a handful of writes, not one per ``delay``.
+The condition goes through the scheduler's one status writer per pod
+(binding.py), so it can never land after, and overwrite, a later
+PodScheduled write of the same pod.
 
 Everything here is synchronous. The calls from PreEnqueue and the group
 listener are O(1); the turns run in a timer on the scheduler's clock, off
@@ -61,6 +65,7 @@ log = logging.getLogger("tandem.scheduler")
 REPORT_DELAY = 5.0      # seconds a PreEnqueue rejection lasts before the pod shows it (KEP-5501)
 REPORT_QPS = 20.0       # reports a second over all pods: a status patch and an event each
 REPORT_BURST = 100
+MAX_SPACING_DOUBLINGS = 6   # a pod's reports in one hold are at most 64 * delay apart
 
 # PreEnqueue plugins whose holds are said elsewhere (see the module docstring)
 UNREPORTED = frozenset({"SchedulingGates", "DefaultPreemption"})
@@ -76,6 +81,8 @@ class _Held:
     group: str                   # "ns/podgroup", or ""
     shown: str = ""              # the message we published for it ("" none)
     due: float | None = None     # when its next turn is (None: no turn waits)
+    published: int = 0           # reports written in this hold
+    last: float = 0.0            # clock() of the latest
 
 
 class PreEnqueueReports:
@@ -126,7 +133,7 @@ class PreEnqueueReports:
         if message == e.shown:
             e.due = None       # back to what the pod shows
         elif e.due is None:
-            e.due = self.clock() + self.delay
+            e.due = max(self.clock() + self.delay, self._spaced(e))
             self._push(e.due, _POD, uid)
 
     def passed(self, uid: str) -> None:
@@ -142,6 +149,12 @@ class PreEnqueueReports:
     def forget(self, uid: str) -> None:
         """The pod is gone or bound."""
         self.passed(uid)
+
+    def _spaced(self, e: _Held) -> float:
+        """The earliest a further report of ``e`` may be written: ``delay`` after the first, then doubling."""
+        if not e.published:
+            return 0.0
+        return e.last + self.delay * 2 ** min(e.published - 1, MAX_SPACING_DOUBLINGS)
 
     def group_changed(self, key: str) -> None:
         """A member of group ``key`` or its PodGroup changed: its members' numbers may have."""
@@ -186,8 +199,8 @@ class PreEnqueueReports:
                     for uid in self._shown_by_group.get(key, ()):
                         e = self._held[uid]
                         if e.due is None:
-                            e.due = now
-                            heapq.heappush(turns, (now, next(self._seq), _POD, uid))
+                            e.due = max(now, self._spaced(e))
+                            heapq.heappush(turns, (e.due, next(self._seq), _POD, uid))
                 continue
             e = self._held.get(key)
             if e is None or e.due != due:
@@ -206,6 +219,8 @@ class PreEnqueueReports:
             if not e.shown and e.group:
                 self._shown_by_group.setdefault(e.group, {})[key] = None
             e.shown = message
+            e.published += 1
+            e.last = now
             self.published += 1
             try:
                 self.publish(key, e.profile, message)

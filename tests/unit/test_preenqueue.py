@@ -32,8 +32,14 @@ class Env:
         self.clock = FakeClock()
         self.answers: dict[str, tuple[str, str]] = {}
         self.published: list[tuple[str, str]] = []   # (uid, message)
-        self.r = PreEnqueueReports(self.clock, self.answers.__contains__, self.pre_enqueue,
-                                   lambda uid, profile, msg: self.published.append((uid, msg)),
+        self.write_times: list[float] = []           # since the start, each
+        start = self.clock()
+
+        def publish(uid: str, profile: str, msg: str) -> None:
+            self.published.append((uid, msg))
+            self.write_times.append(self.clock() - start)
+
+        self.r = PreEnqueueReports(self.clock, self.answers.__contains__, self.pre_enqueue, publish,
                                    delay=5.0, qps=qps, burst=burst)
 
     def pre_enqueue(self, uid: str) -> None:
@@ -123,6 +129,26 @@ def test_a_change_of_the_group_gives_its_shown_members_a_new_turn_once_per_delay
     env.r.group_changed("ns/g")            # the same numbers at the next turn: nothing written
     env.clock.advance(10)
     assert len(env.published) == 4
+
+
+def test_a_message_new_at_every_look_costs_a_handful_of_writes_not_one_per_delay() -> None:
+    # the write's own echo re-evaluates the pod: a countdown in the message would otherwise loop
+    env = Env()
+    looks = iter(range(10**6))
+
+    def pre_enqueue(uid: str) -> None:
+        env.r.rejected(uid, "tandem-scheduler", COSCHEDULING, f"look {next(looks)}", "ns/g")
+
+    env.r.refresh = pre_enqueue
+    env.answers["a"] = (COSCHEDULING, "")
+    pre_enqueue("a")
+    for _ in range(600):
+        env.clock.advance(1)
+        pre_enqueue("a")          # an event, or the echo of the last write
+        env.r.group_changed("ns/g")
+    times = [round(t) for t in env.write_times]
+    assert times[:4] == [5, 10, 20, 40], times
+    assert len(times) <= 8, times
 
 
 @pytest.mark.parametrize("leaves", [
