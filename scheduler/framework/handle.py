@@ -3,7 +3,8 @@
 Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
 (docs/architecture.md, enforced by tests/unit/test_boundaries.py);
 everything else they need arrives through the Handle given to their
-constructor: the cache (node table, pods per node, the gang index), the
+constructor: the cache (node table, pods per node, the gang index, the
+PersistentVolumeClaims, PersistentVolumes and StorageClasses), the
 one clock (now, timers, sleeps), the API client (binders, preemption), the
 event recorder, the spread selectors (Services and controllers, for
 PodTopologySpread's system defaults), and the framework itself (for
