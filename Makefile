@@ -4,7 +4,12 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench bench-simcluster venv clean
+.PHONY: run test bench bench-simcluster venv clean image
+
+# the image `make image` builds and manifests/deployment.yaml runs
+IMAGE ?= tandem-scheduler:dev
+# tried in this order; the first whose `info` answers (a running engine, not just a CLI) builds
+CONTAINER_ENGINES ?= docker podman
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +32,20 @@ bench: $(STAMP)
 # the simulated cluster's own capacity: creates/s, binds/s, RSS, watch delivery
 bench-simcluster: $(STAMP)
 	$(PY) -m bench.simcluster.loadtest
+
+# the Containerfile with docker or podman, whichever has a running engine
+image:
+	@engine=""; \
+	for e in $(CONTAINER_ENGINES); do \
+		if command -v "$$e" >/dev/null 2>&1 && "$$e" info >/dev/null 2>&1; then engine="$$e"; break; fi; \
+	done; \
+	if [ -z "$$engine" ]; then \
+		echo "make image: no usable container engine: none of [$(CONTAINER_ENGINES)] is installed with a running engine" >&2; \
+		echo "  (a docker CLI without a daemon does not count: 'docker info' must succeed)" >&2; \
+		exit 1; \
+	fi; \
+	echo "make image: building $(IMAGE) with $$engine"; \
+	"$$engine" build -f Containerfile -t $(IMAGE) .
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -15,7 +15,11 @@ scheduleTimeoutSeconds). A pod joins the gang named by its label
   finished, are being deleted or still carry scheduling gates do not count;
   pods already bound do), and while the group backs off after a failure. The member that completes the
   gang moves the held siblings to the active queue (upstream's
-  ActivateSiblings).
+  ActivateSiblings). A member held for want of siblings says so with the
+  numbers (``PodGroup ns/g: 2 of 3 members exist; waiting for more``, the
+  PodGroup status controller's words too); the scheduler writes that on
+  the pod when the hold lasts (scheduler/preenqueue.py), so this plugin
+  reports nothing itself.
 * **PreFilter** repeats the cheap checks and, when the PodGroup sets
   minResources, rejects early (UnschedulableAndUnresolvable) if the
   cluster's free capacity plus what the gang's members already hold cannot
@@ -56,7 +60,9 @@ from scheduler.framework import (
     Status, register,
 )
 from scheduler.framework.clock import Timer
-from scheduler.model import CPU, PODS, Pod, PodGroup, QuantityError, canonical
+from scheduler.model import (
+    CPU, PODS, Pod, PodGroup, QuantityError, canonical, could_run, gang_members_present, gang_waiting_message,
+)
 
 log = logging.getLogger("tandem.plugins.coscheduling")
 
@@ -68,9 +74,6 @@ MAX_WAIT_SECONDS = 15 * 60
 _OK = Status()
 _SKIP = Status(Code.SKIP)
 _UNRESOLVABLE = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-
-# how many pods the missing-PodGroup report remembers before it forgets pods that are gone
-_REPORTED_PRUNE_AT = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +110,6 @@ class Coscheduling:
         self._gated: dict[str, set[str]] = {}                 # key -> members we hold for want of siblings
         self._rejecting: set[str] = set()                     # keys whose waiting members are being rejected now
         self._why: dict[str, str] = {}                        # uid -> why it fit nowhere (PostFilter -> gang_failed)
-        self._reported: dict[str, str] = {}                   # uid -> the last PreEnqueue message we reported
         self._activating: str | None = None                   # the key whose held members are being released
 
     # ------------------------------------------------------------------ gang identity
@@ -118,25 +120,10 @@ class Coscheduling:
     def _pod_group(self, key: str) -> PodGroup | None:
         return self.handle.gangs.group(key)
 
-    def _live_members(self, key: str, enough: int | None = None) -> int:
-        """Pods naming the group that could run: not finished, not going away, not behind scheduling gates.
-
-        A gated pod cannot be placed until its gates go, and the update that removes them runs PreEnqueue
-        for it, which completes the gang then; counting it earlier would only let the others hold room
-        they cannot use. Stops counting at ``enough``.
-        """
-        uids = self.handle.gangs.member_uids(key)
-        if not uids:
-            return 0
+    def _live_members(self, key: str) -> int:
+        """Pods naming the group that could run: not finished, not going away, not behind scheduling gates."""
         pods = self.handle.pods
-        n = 0
-        for uid in uids:
-            p = pods.get(uid)
-            if p is not None and not p.deleting and not p.terminal and not p.scheduling_gates:
-                n += 1
-                if enough is not None and n >= enough:
-                    break
-        return n
+        return sum(1 for uid in self.handle.gangs.member_uids(key) if could_run(pods.get(uid)))
 
     def _wait_time(self, pg: PodGroup) -> float:
         """util.GetWaitTimeDuration: the PodGroup's scheduleTimeoutSeconds when set and positive, else the args'."""
@@ -164,22 +151,20 @@ class Coscheduling:
             return _OK
         pg = self._pod_group(key)
         if pg is None:
-            msg = f"PodGroup {key} not found"
-            self._report(pod, msg)   # no cycle runs for a held pod: say why on the pod, once
-            return Status(_UNRESOLVABLE, msg)
+            return Status(_UNRESOLVABLE, f"PodGroup {key} not found")
         if self._in_backoff(key):
             return Status(_UNRESOLVABLE, f"podGroup {key} failed recently")
         if key == self._activating:
             return _OK   # a held sibling released by the member that completed the gang: counted just now
         need = pg.min_member
-        uids = self.handle.gangs.member_uids(key)
-        # the pods naming the group bound the live count: most arrivals stop here in O(1)
-        have = len(uids) if len(uids) < need else self._live_members(key, need)
+        # the pods naming the group bound the live count: most arrivals stop there in O(1)
+        have = gang_members_present(self.handle.gangs.member_uids(key), self.handle.pods, need)
         if have < need:
             self._gated.setdefault(key, set()).add(pod.uid)
-            return Status(_UNRESOLVABLE, f"pre-enqueue pod {pod.name} cannot find enough sibling pods, "
-                                         f"current pods number: {have}, minMember of group: {need}")
-        self._reported.pop(pod.uid, None)
+            # upstream words it "pre-enqueue pod p cannot find enough sibling pods, current pods number: 2,
+            # minMember of group: 3"; this text is what the pod and its PodGroup show, so it names the gang
+            # and no pod, and is the same for every member
+            return Status(_UNRESOLVABLE, gang_waiting_message(key, have, need))
         held = self._gated.pop(key, None)
         if held:
             held.discard(pod.uid)
@@ -192,16 +177,6 @@ class Coscheduling:
                 finally:
                     self._activating = None
         return _OK
-
-    def _report(self, pod: Pod, msg: str) -> None:
-        events = self.handle.events
-        if events is None or self._reported.get(pod.uid) == msg:
-            return
-        if len(self._reported) >= _REPORTED_PRUNE_AT:
-            for uid in [u for u in self._reported if u not in self.handle.pods]:
-                del self._reported[uid]
-        self._reported[pod.uid] = msg
-        events.eventf(pod, None, "Warning", "FailedScheduling", "Scheduling", msg)
 
     # ------------------------------------------------------------------ PreFilter
 

@@ -151,6 +151,7 @@ class _Gang:
     ready: bool = False                       # reached PodsReady in this round
     evictions: int = 0
     requeue_at: float = 0.0                   # clock() when its backoff ends (0: none)
+    requeue_at_text: str = ""                 # the same moment as status.requeueState.requeueAt says it
     failed: bool = False                      # requeuing limit exceeded: never admitted again
     held: bool = False                        # some member was held: activate the gang when released
 
@@ -223,6 +224,7 @@ class GangReadiness:
             left = parse_time(rq["requeueAt"]) - self.wall()
             if left > 0:
                 st.requeue_at = self.clock() + left
+                st.requeue_at_text = _rfc3339(parse_time(rq["requeueAt"]))
         return st
 
     def _members(self, key: str) -> list[Pod]:
@@ -256,7 +258,9 @@ class GangReadiness:
             st.held = True
             return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
                           f"PodGroup {key} is backing off after a PodsReady timeout "
-                          f"(eviction {st.evictions}); requeued in {go_duration(round(st.requeue_at - now, 3))}")
+                          # the moment, not the time left: the held pods show this text (scheduler/preenqueue.py),
+                          # and a countdown would be a new message, and a new write, at every look
+                          f"(eviction {st.evictions}); requeued at {st.requeue_at_text}")
         if self.args.block_admission and st.quorum_at is None and not st.ready:
             for other in self._in_progress:
                 if other != key:
@@ -395,10 +399,11 @@ class GangReadiness:
         else:
             backoff = self.args.backoff(n)
             st.requeue_at = now + backoff
+            st.requeue_at_text = _rfc3339(self.wall() + backoff)
             of = f" of at most {limit}" if limit is not None else ""
             msg = f"{what}; requeue {n}{of} after a backoff of {go_duration(backoff)}"
             self._set_condition(key, pg, "False", PODS_READY_TIMEOUT, msg,
-                                {"requeueState": {"count": n, "requeueAt": _rfc3339(self.wall() + backoff)}})
+                                {"requeueState": {"count": n, "requeueAt": st.requeue_at_text}})
             self._event(pg, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
         for p in victims:
             self._spawn(self._evict_pod(p, f"PodGroup {key}: {what}"), f"evicting {p.key}")

@@ -5,8 +5,8 @@
 
 Startup and cleanup are in one place (as aiohttp's cleanup_ctx): the API
 client, the node, priority class, PodGroup, Service, controller
-(ReplicationController, ReplicaSet, StatefulSet), namespace and pod
-informers, the event recorder, the health/metrics server, plugins'
+(ReplicationController, ReplicaSet, StatefulSet), namespace, PVC, PV,
+StorageClass and pod informers, the event recorder, the health/metrics server, plugins'
 background tasks, the PodGroup status controller and the scheduling loop
 start in order and stop in reverse; shutdown stops popping pods, then drains
 in-flight binds.
@@ -195,6 +195,14 @@ class App:
             # preemption prefers victims whose eviction violates no PodDisruptionBudget
             Informer(self.client, "/apis/policy/v1/poddisruptionbudgets", name="poddisruptionbudgets", clock=clock,
                      on_add=sched.on_pdb_add, on_update=sched.on_pdb_update, on_delete=sched.on_pdb_delete),
+            # VolumeBinding: the claims pods use, their volumes, and the classes that say how they bind
+            Informer(self.client, "/api/v1/persistentvolumeclaims", name="persistentvolumeclaims", clock=clock,
+                     on_add=sched.on_pvc_add, on_update=sched.on_pvc_update, on_delete=sched.on_pvc_delete),
+            Informer(self.client, "/api/v1/persistentvolumes", name="persistentvolumes", clock=clock,
+                     on_add=sched.on_pv_add, on_update=sched.on_pv_update, on_delete=sched.on_pv_delete),
+            Informer(self.client, "/apis/storage.k8s.io/v1/storageclasses", name="storageclasses", clock=clock,
+                     on_add=sched.on_storage_class_add, on_update=sched.on_storage_class_update,
+                     on_delete=sched.on_storage_class_delete),
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)

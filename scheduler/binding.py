@@ -38,7 +38,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.leader import NotLeader
-from scheduler.model import Pod
+from scheduler.model import NOT_READY_FOR_SCHEDULING, Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
@@ -140,6 +140,26 @@ class Binding:
             return
         self._conditions[pod.uid] = want
         self._start_status_writer(pod)
+
+    # ------------------------------------------------------------------ pods held at PreEnqueue (preenqueue.py)
+
+    def _publish_not_ready(self, uid: str, profile: str, message: str) -> None:
+        """PodScheduled=False, reason NotReadyForScheduling, and the event: why a held pod waits (KEP-5501)."""
+        pod = self.pods.get(uid)
+        if pod is None:
+            return
+        if uid not in self._conditions and not _condition_changed(pod, NOT_READY_FOR_SCHEDULING, message):
+            return   # the pod says so already (written before a restart): no write, no second event
+        self._set_condition(pod, pod, NOT_READY_FOR_SCHEDULING, message)
+        if self.events is not None:
+            self.events.record(pod, "Warning", NOT_READY_FOR_SCHEDULING, "Scheduling", message, profile)
+
+    def _retract_not_ready(self, uid: str) -> None:
+        """The pod passed PreEnqueue: a NotReadyForScheduling write not yet sent must not be sent (the cycle
+        that follows writes the pod's next PodScheduled, or the bind sets it True)."""
+        want = self._conditions.get(uid)
+        if want is not None and want[0] == NOT_READY_FOR_SCHEDULING:
+            del self._conditions[uid]
 
     def _set_nomination(self, pod: Pod, node: str) -> None:
         """Write status.nominatedNodeName ("" clears it), in order with the pod's PodScheduled writes."""

@@ -40,7 +40,10 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod, PodGroup, Taint
+from scheduler.model import (
+    CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodGroup, StorageClass,
+    Taint,
+)
 from scheduler.podcounts import PodCounts
 
 log = logging.getLogger("tandem.cache")
@@ -624,6 +627,23 @@ class GangIndex:
                 del self.placed[key]
 
 
+class Volumes:
+    """PersistentVolumeClaims by "ns/name", PersistentVolumes and StorageClasses by name (their informers').
+
+    VolumeBinding reads them; the informer handlers keep them (O(1) per event). Readers never mutate them.
+    """
+
+    __slots__ = ("claims", "volumes", "classes")
+
+    def __init__(self) -> None:
+        self.claims: dict[str, PersistentVolumeClaim] = {}
+        self.volumes: dict[str, PersistentVolume] = {}
+        self.classes: dict[str, StorageClass] = {}
+
+    def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        return self.claims.get(f"{namespace}/{name}")
+
+
 _NO_MEMBERS: set[str] = set()
 _NO_PLACED: dict[str, str] = {}
 
@@ -643,6 +663,7 @@ class Cache:
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
+        self.volumes = Volumes()                          # PVCs, PVs and StorageClasses, for VolumeBinding
         # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
         self.counts = PodCounts(self.nodes)
         self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)

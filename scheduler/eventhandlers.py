@@ -2,7 +2,8 @@
 
 The informers call the ``on_*`` handlers of :class:`EventHandlers` (mixed
 into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups,
-PriorityClasses and namespaces. A handler parses the object; updates the cache (nodes, bound
+PriorityClasses, namespaces, PersistentVolumeClaims, PersistentVolumes and
+StorageClasses. A handler parses the object; updates the cache (nodes, bound
 pods), the queue (unscheduled pods of our profiles) and the indexes that
 plugins and the PodGroup status controller read (pods by uid, PodGroups, the
 members of each group); then tells the queue which cluster event happened, so
@@ -22,7 +23,10 @@ from typing import Any, Callable
 from scheduler.cache import Cache
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
-from scheduler.model import Node, Pod, parse_node, parse_pdb, parse_pod, parse_pod_group
+from scheduler.model import (
+    Node, Pod, parse_node, parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class,
+)
+from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
 
 log = logging.getLogger("tandem.scheduler")
@@ -41,6 +45,7 @@ class EventHandlers:
     priority_classes: set[str] | None
     pdbs: dict[str, Any]
     _conditions: dict[str, tuple[str, str]]
+    reports: PreEnqueueReports
 
     # ------------------------------------------------------------------ informer handlers (pods)
 
@@ -63,6 +68,7 @@ class EventHandlers:
             self._group_changed(old, pod)
         if pod.node_name:
             self._conditions.pop(pod.uid, None)   # bound: no PodScheduled=False of ours to keep current
+            self.reports.forget(pod.uid)
         nominations = self.cache.nominations
         if pod.node_name or pod.deleting or pod.terminal or pod.scheduler_name not in self.frameworks:
             if nominations:
@@ -120,6 +126,7 @@ class EventHandlers:
         if self.group_listeners:
             self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
+        self.reports.forget(pod.uid)
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)
@@ -151,6 +158,59 @@ class EventHandlers:
 
     def on_pdb_delete(self, obj: dict[str, Any]) -> None:
         self.pdbs.pop(parse_pdb(obj).key, None)
+
+    # ------------------------------------------------------------------ informer handlers (volumes)
+
+    # PersistentVolumeClaims, PersistentVolumes and StorageClasses, for VolumeBinding; a claim created or bound,
+    # a volume created or changed may make a pod that waits for them schedulable (upstream registers Add and
+    # Update of each; a deletion can only make things worse)
+
+    def on_pvc_add(self, obj: dict[str, Any]) -> None:
+        pvc = parse_pvc(obj)
+        self.cache.volumes.claims[pvc.key] = pvc
+        self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.ADD, "PersistentVolumeClaimAdd"), None, pvc)
+
+    def on_pvc_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pvc = parse_pvc(obj)
+        old = self.cache.volumes.claims.get(pvc.key)
+        self.cache.volumes.claims[pvc.key] = pvc
+        if old != pvc:   # a status or label change scheduling does not read moves nobody
+            self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.UPDATE, "PersistentVolumeClaimUpdate"),
+                                old, pvc)
+
+    def on_pvc_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.volumes.claims.pop(parse_pvc(obj).key, None)
+
+    def on_pv_add(self, obj: dict[str, Any]) -> None:
+        pv = parse_pv(obj)
+        self.cache.volumes.volumes[pv.name] = pv
+        self.queue.on_event(ClusterEvent(Resource.PV, ActionType.ADD, "PersistentVolumeAdd"), None, pv)
+
+    def on_pv_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        pv = parse_pv(obj)
+        old = self.cache.volumes.volumes.get(pv.name)
+        self.cache.volumes.volumes[pv.name] = pv
+        if old is None or (old.node_affinity_terms, old.phase) != (pv.node_affinity_terms, pv.phase):
+            self.queue.on_event(ClusterEvent(Resource.PV, ActionType.UPDATE, "PersistentVolumeUpdate"), old, pv)
+
+    def on_pv_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.volumes.volumes.pop(parse_pv(obj).name, None)
+
+    def on_storage_class_add(self, obj: dict[str, Any]) -> None:
+        sc = parse_storage_class(obj)
+        self.cache.volumes.classes[sc.name] = sc
+        self.queue.on_event(ClusterEvent(Resource.STORAGE_CLASS, ActionType.ADD, "StorageClassAdd"), None, sc)
+
+    def on_storage_class_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        sc = parse_storage_class(obj)
+        old = self.cache.volumes.classes.get(sc.name)
+        self.cache.volumes.classes[sc.name] = sc
+        if old != sc:   # volumeBindingMode is immutable: in practice only a class seen for the first time
+            self.queue.on_event(ClusterEvent(Resource.STORAGE_CLASS, ActionType.UPDATE, "StorageClassUpdate"),
+                                old, sc)
+
+    def on_storage_class_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.volumes.classes.pop(parse_storage_class(obj).name, None)
 
     # ------------------------------------------------------------------ informer handlers (priority classes)
 

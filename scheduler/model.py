@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Collection, Mapping
 
 import orjson
 
@@ -50,6 +50,10 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"   # DisruptionTarget's reason 
 # was hit (Kueue's names for both)
 POD_GROUP_PODS_READY = "PodsReady"
 POD_GROUP_REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded"
+# why a pod, or a PodGroup, waits before any scheduling cycle (KEP-5501's PodScheduled reason, for a PreEnqueue
+# rejection); on a PodGroup it is the reason of a False PodGroupScheduled condition (the Workload API's type)
+NOT_READY_FOR_SCHEDULING = "NotReadyForScheduling"
+POD_GROUP_SCHEDULED = "PodGroupScheduled"
 
 
 class QuantityError(ValueError):
@@ -410,7 +414,10 @@ class Pod:
     pod_affinity: PodAffinity | None = None     # podAffinity / podAntiAffinity, parsed (None: neither)
     topology_spread: tuple[SpreadConstraint, ...] = ()
     owners: tuple[OwnerRef, ...] = ()
+    # the PersistentVolumeClaims its volumes use, in volume order: persistentVolumeClaim.claimName, and for a
+    # generic ephemeral volume the claim its controller creates, "<pod>-<volume>" (ephemeral_pvcs lists those)
     pvcs: tuple[str, ...] = ()
+    ephemeral_pvcs: tuple[str, ...] = ()
     pod_group: str = ""
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -491,6 +498,37 @@ class PodGroup:
         ref = {"kind": "PodGroup", "apiVersion": self.api_version, "namespace": self.namespace,
                "name": self.name, "uid": self.uid, "resourceVersion": self.resource_version}
         return {k: v for k, v in ref.items() if v}
+
+
+def gang_members_present(uids: Collection[str], pods: Mapping[str, "Pod"], need: int) -> int:
+    """How many of a gang's pods count toward its quorum before any member is scheduled.
+
+    ``uids`` are the pods naming the group, ``pods`` the latest records by uid. Fewer pods than ``need``
+    cannot make a quorum whatever their state, so their number is the answer in O(1) (a gang's members
+    arriving one by one are counted on every arrival). Otherwise the pods that could run are counted, up
+    to ``need``: not finished, not being deleted, not behind scheduling gates (a gated pod cannot be
+    placed until its gates go, and the update that removes them counts it then). Coscheduling's
+    PreEnqueue holds by this count and the PodGroup status controller reports it, so both say the same.
+    """
+    if len(uids) < need:
+        return len(uids)
+    n = 0
+    for uid in uids:
+        if could_run(pods.get(uid)):
+            n += 1
+            if n >= need:
+                break
+    return n
+
+
+def could_run(p: "Pod | None") -> bool:
+    """A gang member that counts toward its quorum: not finished, not being deleted, not behind scheduling gates."""
+    return p is not None and not p.deleting and not p.terminal and not p.scheduling_gates
+
+
+def gang_waiting_message(key: str, present: int, need: int) -> str:
+    """What a gang held for want of members says, on its pods and on its PodGroup."""
+    return f"PodGroup {key}: {present} of {need} members exist; waiting for more"
 
 
 # ---------------------------------------------------------------------------- parsing
@@ -835,8 +873,15 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     owners = tuple(OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")),
                             bool(o.get("controller")), str(o.get("apiVersion", "")))
                    for o in map(_d, _l(meta.get("ownerReferences"))))
-    pvcs = tuple(str(_d(v.get("persistentVolumeClaim")).get("claimName", ""))
-                 for v in map(_d, _l(spec.get("volumes"))) if v.get("persistentVolumeClaim"))
+    pvcs: list[str] = []
+    ephemeral: list[str] = []
+    for v in map(_d, _l(spec.get("volumes"))):
+        if v.get("persistentVolumeClaim"):
+            pvcs.append(str(_d(v.get("persistentVolumeClaim")).get("claimName", "")))
+        elif v.get("ephemeral"):
+            # ephemeral.VolumeClaimName: the pod's name, a dash, the volume's name
+            ephemeral.append(f"{meta.get('name', '')}-{v.get('name', '')}")
+            pvcs.append(ephemeral[-1])
     priority = spec.get("priority")
     if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
         probs.add("spec.priority", f"must be an integer, got {priority!r}")
@@ -885,7 +930,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pod_affinity=pod_affinity,
         topology_spread=spread,
         owners=owners,
-        pvcs=pvcs,
+        pvcs=tuple(pvcs),
+        ephemeral_pvcs=tuple(ephemeral),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
         invalid=probs.first,
         raw=obj,
@@ -954,6 +1000,85 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         priority=spec.get("priority") if isinstance(spec.get("priority"), int)
         and not isinstance(spec.get("priority"), bool) else None,
         spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+# ---------------------------------------------------------------------------- volumes (VolumeBinding)
+
+ANN_BIND_COMPLETED = "pv.kubernetes.io/bind-completed"          # the PV controller finished binding a claim
+ANN_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"    # the beta field, still read first upstream
+BINDING_IMMEDIATE = "Immediate"
+BINDING_WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolumeClaim:
+    """A PersistentVolumeClaim, as far as scheduling looks at it."""
+
+    namespace: str
+    name: str
+    uid: str = ""
+    volume_name: str = ""           # spec.volumeName ("" unbound)
+    storage_class: str = ""         # the beta annotation, else spec.storageClassName (volume.GetPersistentVolumeClaimClass)
+    phase: str = "Pending"          # status.phase: Pending, Bound, Lost
+    bind_completed: bool = False    # the PV controller's bind-completed annotation
+    deleting: bool = False
+    controller_uid: str = ""        # the uid of its controlling owner (a generic ephemeral volume's pod)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def bound(self) -> bool:
+        """isPVCFullyBound: a volume named and the binding completed (a claim only pre-bound is not)."""
+        return bool(self.volume_name) and self.bind_completed
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentVolume:
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    # spec.nodeAffinity.required.nodeSelectorTerms as written; None: the volume can be used from any node
+    node_affinity_terms: Any = None
+    phase: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StorageClass:
+    name: str
+    binding_mode: str = BINDING_IMMEDIATE     # volumeBindingMode (the API defaults it to Immediate)
+
+
+def parse_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    ann = _d(meta.get("annotations"))
+    cls = ann.get(ANN_STORAGE_CLASS) if ANN_STORAGE_CLASS in ann else spec.get("storageClassName")
+    controller = next((o for o in map(_d, _l(meta.get("ownerReferences"))) if o.get("controller") is True), {})
+    return PersistentVolumeClaim(
+        namespace=str(meta.get("namespace", "")), name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+        volume_name=spec.get("volumeName") if isinstance(spec.get("volumeName"), str) else "",
+        storage_class=cls if isinstance(cls, str) else "",
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else "Pending",
+        bind_completed=ANN_BIND_COMPLETED in ann, deleting=bool(meta.get("deletionTimestamp")),
+        controller_uid=str(controller.get("uid", "")))
+
+
+def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
+    meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
+    required = _d(spec.get("nodeAffinity")).get("required")
+    terms = _d(required).get("nodeSelectorTerms") if required is not None else None
+    return PersistentVolume(
+        name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        node_affinity_terms=(tuple(_l(terms)) if required is not None else None),
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else "")
+
+
+def parse_storage_class(obj: dict[str, Any]) -> StorageClass:
+    mode = obj.get("volumeBindingMode")
+    return StorageClass(name=str(_d(obj.get("metadata")).get("name", "")),
+                        binding_mode=mode if isinstance(mode, str) and mode else BINDING_IMMEDIATE)
 
 
 def marked_preempted(p: Pod) -> bool:

@@ -37,6 +37,18 @@ so no extra list or watch is needed. :class:`PodGroupController` writes:
   groups stay in Scheduling for good). Here the phase is recomputed from the
   members every time, so it cannot get stuck.
 
+A group whose pods are fewer than minMember (counted as Coscheduling's
+PreEnqueue counts them) while a member of ours waits without a node shows
+it, once that has lasted ``report_delay`` (5 s, as its held pods do): the
+condition ``PodGroupScheduled=False``, reason ``NotReadyForScheduling``,
+message ``PodGroup ns/g: 2 of 3 members exist; waiting for more`` (the
+Workload API's PodGroup condition type, KEP-5501's reason, the words its
+pods show). It follows the numbers, and goes when the group is no longer
+short. Because GangReadiness writes its PodsReady condition into the same
+list and a merge patch replaces the whole list, a write that carries
+conditions is made on the resourceVersion it read (409: made again once the
+informer has the newer version).
+
 Events on the PodGroup say where the gang stands: Warning ``Unschedulable``
 ("5/8 members have a node; waiting for 3: 0/20 nodes are available: 3
 Insufficient cpu.", the part after the colon being the newest
@@ -70,8 +82,9 @@ scheduler are left alone.
 
 This module never blocks the scheduling loop: recomputing is synchronous
 and bounded by the group's members, API writes run as tasks, and their
-errors are logged and retried with backoff. It never writes
-``status.conditions`` (GangReadiness owns them) and never touches pods.
+errors are logged and retried with backoff. Of ``status.conditions`` it
+writes only its own PodGroupScheduled (GangReadiness owns PodsReady), and it
+never touches pods.
 """
 
 from __future__ import annotations
@@ -86,8 +99,10 @@ from typing import Any, Callable, Iterable
 
 from scheduler.framework.clock import Clock, TokenBucket
 from scheduler.model import (
-    POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
+    NOT_READY_FOR_SCHEDULING, POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED,
+    POD_GROUP_SCHEDULED, Pod, PodGroup, gang_members_present, gang_waiting_message, parse_time,
 )
+from scheduler.preenqueue import REPORT_DELAY
 
 log = logging.getLogger("tandem.podgroups")
 
@@ -267,6 +282,13 @@ class PodGroupController:
         self._sent: dict[str, dict[str, Any]] = {}    # key -> fields written that the informer may not show yet
         self._writing: set[str] = set()
         self._notes: dict[str, str] = {}              # key -> the last Unschedulable note recorded
+        # the NotReadyForScheduling condition: since when each group has been short of members (clock()),
+        # the timers that look again once that has lasted report_delay, and the message last written
+        # (until the informer shows it; "" = removed)
+        self.report_delay = REPORT_DELAY
+        self._short_since: dict[str, float] = {}
+        self._recheck: dict[str, Any] = {}
+        self._cond_sent: dict[str, str] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self.writes = 0                               # status patches that succeeded
@@ -401,12 +423,20 @@ class PodGroupController:
             want.pop("scheduleStartTime", None)
         patch = {k: v for k, v in want.items() if known.get(k) != v}
         self._report(key, pg, want, counts, min_member, known)
-        if not patch:
+        conditions = self._conditions_patch(key, pg, self._waiting(key, pg, now))
+        if not patch and conditions is None:
             return False
-        self._sent.setdefault(key, {}).update(patch)
+        if patch:
+            self._sent.setdefault(key, {}).update(patch)
+        rv = ""
+        if conditions is not None:
+            # a merge patch replaces the whole list, and GangReadiness writes PodsReady in it: the write is
+            # made on the version whose other conditions it keeps, or refused (409) and made again
+            patch["conditions"] = conditions
+            rv = pg.resource_version
         self._last_write[key] = now
         self._writing.add(key)
-        task = asyncio.ensure_future(self._write(key, patch))
+        task = asyncio.ensure_future(self._write(key, patch, rv))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
@@ -431,17 +461,25 @@ class PodGroupController:
             self._notes[key] = note
             self.events.record(pg.reference, "Warning", "Unschedulable", "Scheduling", note)
 
-    async def _write(self, key: str, patch: dict[str, Any]) -> None:
+    async def _write(self, key: str, patch: dict[str, Any], rv: str = "") -> None:
+        body: dict[str, Any] = {"status": patch}
+        if rv:
+            body["metadata"] = {"resourceVersion": rv}
         try:
-            await self.client.patch(status_path(key), {"status": patch})
+            await self.client.patch(status_path(key), body)
             self.writes += 1
             self._failures.pop(key, None)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the client already retried what is worth retrying
             self._sent.pop(key, None)
-            if getattr(exc, "status", None) == 404:
+            self._cond_sent.pop(key, None)
+            status = getattr(exc, "status", None)
+            if status == 404:
                 log.debug("PodGroup %s is gone; not writing its status", key)
+            elif status == 409 and rv:
+                log.debug("PodGroup %s changed under its status write; writing it again", key)
+                self.dirty[key] = None   # the informer brings the newer version; one interval later
             else:
                 self._failures[key] = self._failures.get(key, 0) + 1
                 log.warning("PodGroup %s: cannot write its status: %s", key, exc)
@@ -452,8 +490,85 @@ class PodGroupController:
                 self._wake.set()
 
     def _forget(self, key: str) -> None:
-        for d in (self._last_write, self._failures, self._sent, self._notes):
+        for d in (self._last_write, self._failures, self._sent, self._notes, self._short_since, self._cond_sent):
             d.pop(key, None)
+        timer = self._recheck.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+
+    # ------------------------------------------------------------------ the NotReadyForScheduling condition
+
+    def _waiting(self, key: str, pg: PodGroup, now: float) -> str | None:
+        """The message group ``key`` should show for want of members: "" for none, None for "not yet known".
+
+        A group is short when fewer pods than minMember count toward its quorum (counted as Coscheduling's
+        PreEnqueue counts them, so the group and its held pods say the same) and some member of ours waits
+        without a node. It shows that only once it has lasted ``report_delay``, as its pods do: a gang whose
+        pods are created together, or a moment after its PodGroup, costs no write. Until then whatever the
+        group shows stays (None).
+        """
+        need = pg.min_member
+        sched = self.scheduler
+        uids = sched.cache.gangs.member_uids(key)
+        have = gang_members_present(uids, sched.pods, need)
+        if have < need:
+            ours = sched.frameworks
+            pods = sched.pods
+            waits = any((p := pods.get(uid)) is not None and not p.node_name and not p.deleting
+                        and p.scheduler_name in ours for uid in uids)
+        else:
+            waits = False
+        if not waits:
+            self._short_since.pop(key, None)
+            timer = self._recheck.pop(key, None)
+            if timer is not None:
+                timer.cancel()
+            return ""
+        since = self._short_since.setdefault(key, now)
+        left = since + self.report_delay - now
+        if left > 0:
+            if key not in self._recheck:
+                self._recheck[key] = self.clock.call_later(left, self._recheck_due, key)
+            return None
+        return gang_waiting_message(key, have, need)
+
+    def _recheck_due(self, key: str) -> None:
+        self._recheck.pop(key, None)
+        self.on_pod_change(key)
+
+    def _conditions_patch(self, key: str, pg: PodGroup, message: str | None) -> list[dict[str, Any]] | None:
+        """status.conditions to write so the group shows ``message`` ("" = not ours to show), or None: as is.
+
+        The condition is PodGroupScheduled=False with reason NotReadyForScheduling (the Workload API's
+        PodGroup condition type, KEP-5501's reason); the other conditions are kept as the informer has them.
+        """
+        if message is None:
+            return None
+        conds = [c for c in pg.status.get("conditions") or () if isinstance(c, dict)]
+        mine = next((c for c in conds if c.get("type") == POD_GROUP_SCHEDULED), None)
+        ours = (mine is not None and mine.get("status") == "False"
+                and mine.get("reason") == NOT_READY_FOR_SCHEDULING)
+        shown = str(mine.get("message") or "") if ours and mine is not None else ""
+        sent = self._cond_sent.get(key)
+        if sent is not None:
+            if sent == shown:
+                del self._cond_sent[key]   # the informer caught up with our write
+            else:
+                shown = sent               # written, not seen yet: do not write it again
+        if message == shown:
+            return None
+        self._cond_sent[key] = message
+        others = [c for c in conds if c is not mine]
+        if not message:
+            return others
+        cond: dict[str, Any] = {"type": POD_GROUP_SCHEDULED, "status": "False", "reason": NOT_READY_FOR_SCHEDULING,
+                                "message": message,
+                                "lastTransitionTime": (mine.get("lastTransitionTime") if mine is not None
+                                                       and mine.get("status") == "False" else None)
+                                or rfc3339(self.clock.wall())}
+        if pg.generation:   # the API sets it from 1; 0 means the object did not carry one
+            cond["observedGeneration"] = pg.generation
+        return others + [cond]
 
     async def flush(self) -> None:
         """Wait for the status writes under way (tests, shutdown)."""

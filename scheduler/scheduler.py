@@ -42,6 +42,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.model import Pod
 from scheduler.preemption import Preemption
+from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne
 from scheduler.spreadselectors import SpreadSelectors
@@ -93,6 +94,10 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self._conditions: dict[str, tuple[str, str]] = {}   # uid -> PodScheduled=False (reason, message) we set last
         self._nominations: dict[str, str] = {}              # uid -> status.nominatedNodeName to write ("" = clear)
         self._condition_writers: set[str] = set()           # uids with a condition write under way
+        # why a pod held at PreEnqueue waits, on the pod once the hold lasts (preenqueue.py, binding.py)
+        self.reports = PreEnqueueReports(self.clock, self._held_at_pre_enqueue, self._pre_enqueue_again,
+                                         self._publish_not_ready)
+        self.group_listeners.append(self.reports.group_changed)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self.cycle_durations: list[float] = []  # seconds, for benchmarks (bounded)
@@ -101,7 +106,26 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
     # ------------------------------------------------------------------ queue glue
 
     def _pre_enqueue(self, qi: QueuedPodInfo) -> Status:
-        return self.frameworks[qi.profile].pre_enqueue(qi.pod)
+        st = self.frameworks[qi.profile].pre_enqueue(qi.pod)
+        reports = self.reports
+        if not st.is_success():
+            pod = qi.pod
+            reports.rejected(qi.uid, qi.profile, st.plugin, st.message(),
+                             f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else "")
+        elif qi.uid in reports:   # O(1) for the pods that were never held
+            reports.passed(qi.uid)
+            self._retract_not_ready(qi.uid)
+        return st
+
+    def _held_at_pre_enqueue(self, uid: str) -> bool:
+        pod = self.pods.get(uid)
+        return (pod is not None and not pod.node_name and not pod.deleting
+                and self.queue.where.get(uid) == "gated")
+
+    def _pre_enqueue_again(self, uid: str) -> None:
+        # the queue's own way to re-run PreEnqueue for a gated pod: it stays gated or goes to activeQ
+        if self.queue.where.get(uid) == "gated":
+            self.queue.activate([uid])
 
     def _spawn(self, coro: Awaitable[Any], what: str) -> None:
         task = asyncio.ensure_future(coro)
@@ -136,6 +160,7 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         """Stop popping now: once this returns no scheduling cycle starts (a lost lease calls it directly)."""
         self._stopping = True
         self.queue.close()
+        self.reports.stop()
         # pods held at Permit (a gang waiting for its quorum) would keep the drain waiting for their whole
         # hold, up to 15 minutes; they are not bound, so the next instance schedules them again
         for fw in self.frameworks.values():

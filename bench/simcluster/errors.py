@@ -197,16 +197,20 @@ def service_unavailable(message: str) -> APIError:
 
 def method_not_allowed(verb: str, resource: str) -> APIError:
     return APIError(405, "MethodNotAllowed",
-                    f"the server does not allow this method on the requested resource",
+                    "the server does not allow this method on the requested resource",
                     {"kind": resource, "causes": [{"message": verb}]})
 
 
-def unsupported_media_type(content_type: str) -> APIError:
-    return APIError(415, "UnsupportedMediaType",
-                    f"the body of the request was in an unknown format - accepted media types include: "
-                    f"application/json-patch+json, application/merge-patch+json, "
-                    f"application/strategic-merge-patch+json" if content_type else
-                    "the body of the request was in an unknown format")
+def unsupported_media_type() -> APIError:
+    """A request whose Content-Type no route of a built-in resource consumes.
+
+    go-restful refuses it before any handler runs (``415: Unsupported Media
+    Type``), and kube-apiserver's service error handler wraps that text with
+    ``NewGenericServerResponse``: reason UnsupportedMediaType, the message
+    kept verbatim, empty details. Custom resources are not served by go-restful,
+    so their PATCH handler answers with the list of accepted types instead.
+    """
+    return APIError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
 
 
 def path_not_found() -> APIError:

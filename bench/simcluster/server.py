@@ -290,8 +290,6 @@ class APIServer:
         if method == "PATCH" and info.name and info.subresource not in ("binding", "token"):
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw = await request.read()
-            if not raw:
-                raise errors.bad_request("the request body is empty")
             entry = store.patch(rt, info.namespace, info.name, ctype, raw, info.subresource, dry_run)
             return self._out(rt, entry)
         if method == "DELETE" and not info.subresource:

@@ -269,7 +269,7 @@ class Store:
             if rv_match == "Exact":
                 snap_rv = want
                 snapshot = self._snapshot(table, want, expired_msg=
-                                          f"The resourceVersion for the provided list is too old.")
+                                          "The resourceVersion for the provided list is too old.")
             else:
                 if want > self.rv:
                     raise errors.APIError(504, "Timeout",
@@ -433,11 +433,18 @@ class Store:
 
     def patch(self, rt: ResourceType, ns: str, name: str, content_type: str, patch: bytes,
               subresource: str = "", dry_run: bool = False) -> Entry:
-        # the PATCH handler checks the content type before anything else (server-side apply is
-        # accepted upstream but not implemented here, so it is refused the same way)
+        # The content type is checked before anything else. For built-in kinds the go-restful
+        # route (Consumes: the patch types) refuses an unknown one before the handler runs; custom
+        # resources have no such route, so their handler's negotiation error lists the accepted
+        # types. Server-side apply is accepted upstream but not implemented here, so it is refused
+        # by the handler's error.
         accepted = _PATCH_TYPES if rt.strategic else _CUSTOM_RESOURCE_PATCH_TYPES
-        if content_type not in accepted or content_type == _APPLY_PATCH:
+        if content_type not in accepted:
+            raise errors.unsupported_media_type() if rt.strategic else _unsupported_patch(accepted)
+        if content_type == _APPLY_PATCH:
             raise _unsupported_patch(accepted)
+        if not patch:
+            raise errors.bad_request("the request body is empty")
         table = self.table(rt)
         ns = ns if rt.namespaced else ""
         cur = self._require(table, ns, name)

@@ -3,7 +3,8 @@
 Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
 (docs/architecture.md, enforced by tests/unit/test_boundaries.py);
 everything else they need arrives through the Handle given to their
-constructor: the cache (node table, pods per node, the gang index), the
+constructor: the cache (node table, pods per node, the gang index, the
+PersistentVolumeClaims, PersistentVolumes and StorageClasses), the
 one clock (now, timers, sleeps), the API client (binders, preemption), the
 event recorder, the spread selectors (Services and controllers, for
 PodTopologySpread's system defaults), and the framework itself (for
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from scheduler.framework.clock import Clock
 
 if TYPE_CHECKING:
-    from scheduler.cache import Cache, GangIndex, NodeTable
+    from scheduler.cache import Cache, GangIndex, NodeTable, Volumes
     from scheduler.podcounts import PodCounts
     from scheduler.spreadselectors import SpreadSelectors
 
@@ -54,6 +55,11 @@ class Handle:
     def counts(self) -> "PodCounts":
         """Per-node counts of placed pods by selection, and placed pods' affinity terms (read-only here)."""
         return self.cache.counts
+
+    @property
+    def volumes(self) -> "Volumes":
+        """PersistentVolumeClaims, PersistentVolumes and StorageClasses, from their informers (read-only here)."""
+        return self.cache.volumes
 
     @property
     def gangs(self) -> "GangIndex":

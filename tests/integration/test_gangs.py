@@ -11,7 +11,9 @@ What is checked is what a user of scheduler-plugins' Coscheduling expects:
 a gang is bound only once minMember members have a node, a gang that cannot
 fit holds nothing and says why on its pods, two gangs competing for room end
 with one whole and one waiting (never both half-placed), a pod naming a
-missing PodGroup waits with an event naming it, a gang's hold ends after its
+missing PodGroup waits with an event naming it, members held for want of
+siblings say so with the numbers (and their PodGroup too) until the gang
+schedules, a gang's hold ends after its
 scheduleTimeoutSeconds and gives the room to ordinary pods, and a gang
 half-bound when the scheduler stops completes under the next one.
 """
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, AsyncIterator
 
+import pytest
 import yaml
 
 from bench.simcluster import SimCluster
@@ -33,11 +36,13 @@ from bench.simcluster.agent import AgentConfig
 from bench.simcluster.resources import lookup
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
+from scheduler import podgroups, preenqueue
 from scheduler.config import SchedulerConfig, parse_config
 from tests.integration.test_scheduler import eventually, make_node, make_pod, scheduled_condition, stays
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
+PODGROUPS = lookup("scheduling.x-k8s.io", "v1alpha1", "podgroups")
 NS = "default"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gang.yaml"
@@ -91,6 +96,18 @@ class Sim:
     def message(self, name: str) -> str:
         c = scheduled_condition(self.pod(name))
         return c.get("message", "") if c.get("status") == "False" else ""
+
+    def reason(self, name: str) -> tuple[str, str, str]:
+        """The pod's PodScheduled condition: (status, reason, message)."""
+        c = scheduled_condition(self.pod(name))
+        return c.get("status", ""), c.get("reason", ""), c.get("message", "")
+
+    def group_condition(self, name: str, type_: str = "PodGroupScheduled") -> dict[str, Any]:
+        pg = self.store.get_obj(PODGROUPS, NS, name) or {}
+        for c in (pg.get("status") or {}).get("conditions") or ():
+            if c.get("type") == type_:
+                return c
+        return {}
 
     def assumed(self) -> list[str]:
         """Pods holding room in the scheduler's cache that the API has not bound (waiting at Permit or binding).
@@ -216,7 +233,15 @@ async def test_two_gangs_competing_for_room_end_one_whole_and_one_waiting(tmp_pa
         await eventually(lambda: len(sim.bound(*loser)) == 6, 10, "the waiting gang to bind once room is freed")
 
 
-async def test_pods_naming_a_missing_pod_group_wait_with_an_event_naming_it(tmp_path):
+@pytest.fixture
+def quick_reports(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Holds at PreEnqueue are shown after 0.3 s instead of 5 s (on pods and PodGroups alike)."""
+    monkeypatch.setattr(preenqueue, "REPORT_DELAY", 0.3)
+    monkeypatch.setattr(podgroups, "REPORT_DELAY", 0.3)
+    return 0.3
+
+
+async def test_pods_naming_a_missing_pod_group_wait_with_an_event_naming_it(tmp_path, quick_reports):
     async with running(tmp_path, [make_node("node-0", cpu="4")]) as sim:
         ghosts = names("ghost", 2)
         for n in ghosts:
@@ -224,12 +249,48 @@ async def test_pods_naming_a_missing_pod_group_wait_with_an_event_naming_it(tmp_
         sim.create_pod(make_pod("control"))
         await eventually(lambda: sim.node_of("control"), 10, "the control pod to be bound")
         for n in ghosts:
-            notes = await eventually(lambda n=n: sim.events(n, "FailedScheduling"), 10, f"an event on {n}")
+            notes = await eventually(lambda n=n: sim.events(n, "NotReadyForScheduling"), 10, f"an event on {n}")
             assert notes == ["PodGroup default/ghost not found"]
+            assert sim.reason(n) == ("False", "NotReadyForScheduling", "PodGroup default/ghost not found")
         await stays(lambda: not sim.bound(*ghosts), 0.5, "a pod of a missing PodGroup was bound")
 
         await sim.create_group("ghost", 2)
         await eventually(lambda: len(sim.bound(*ghosts)) == 2, 10, "the pods to bind once their PodGroup exists")
+
+
+async def test_members_held_for_want_of_siblings_say_so_with_the_numbers_until_the_gang_schedules(
+        tmp_path, quick_reports):
+    async with running(tmp_path, [make_node(f"node-{i}", cpu="2") for i in range(2)]) as sim:
+        await sim.create_group("big", 4)
+        gang = names("big", 4)
+        for n in gang[:2]:
+            sim.create_pod(member(n, "big"))
+
+        def says(count: int) -> str:
+            return f"PodGroup default/big: {count} of 4 members exist; waiting for more"
+
+        def all_say(count: int, among: list[str]) -> bool:
+            return (all(sim.reason(n) == ("False", "NotReadyForScheduling", says(count)) for n in among)
+                    and sim.group_condition("big").get("message") == says(count))
+
+        await eventually(lambda: all_say(2, gang[:2]), 10, "the held members and the PodGroup to say 2 of 4")
+        for n in gang[:2]:
+            assert await sim.events(n, "NotReadyForScheduling") == [says(2)]
+        cond = sim.group_condition("big")
+        assert (cond["status"], cond["reason"]) == ("False", "NotReadyForScheduling")
+
+        sim.create_pod(member(gang[2], "big"))   # a third member: every held member's numbers change
+        await eventually(lambda: all_say(3, gang[:3]), 10, "the held members and the PodGroup to say 3 of 4")
+        await stays(lambda: not sim.bound(*gang), 2 * quick_reports, "a member bound before the gang was whole")
+        writes = {n: (await sim.events(n, "NotReadyForScheduling")) for n in gang[:3]}
+        assert writes == {gang[0]: [says(2), says(3)], gang[1]: [says(2), says(3)], gang[2]: [says(3)]}, \
+            "once per change of the numbers, not once per re-evaluation"
+
+        sim.create_pod(member(gang[3], "big"))   # the gang is whole: it schedules
+        await eventually(lambda: len(sim.bound(*gang)) == 4, 10, "the whole gang to be bound")
+        await eventually(lambda: not sim.group_condition("big"), 10, "the PodGroup's condition to go")
+        for n in gang:
+            assert sim.reason(n)[:2] == ("True", ""), (n, sim.reason(n))
 
 
 async def test_a_hold_that_times_out_gives_the_room_to_ordinary_pods(tmp_path):

@@ -269,11 +269,19 @@ async def test_new_node_is_not_tainted_not_ready_as_on_scheduler_perf_test_serve
     assert not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints), r.body
 
 
-async def test_patch_with_an_unknown_content_type_lists_the_accepted_ones(target):
+async def test_patch_with_an_unknown_content_type_is_refused_by_the_route(target):
+    # kube-apiserver 1.36: go-restful matches no PATCH route for the content type and the service
+    # error handler wraps its text; the accepted types are not listed (custom resources do list them)
     body = assert_status(await _text_plain_patch(target), 415, "UnsupportedMediaType")
-    assert body["message"].startswith("the body of the request was in an unknown format - accepted media types "
-                                      "include: application/json-patch+json, application/merge-patch+json, "
-                                      "application/strategic-merge-patch+json"), body
+    assert body["message"] == "415: Unsupported Media Type", body
+    assert not body.get("details"), body
+
+
+async def test_an_empty_patch_with_an_unknown_content_type_is_415_before_the_body_is_read(target):
+    await make_pod(target)
+    r = await target.req("PATCH", f"{pods(target)}/p", data=b"", content_type="text/plain")
+    body = assert_status(r, 415, "UnsupportedMediaType")
+    assert body["message"] == "415: Unsupported Media Type", body
 
 
 # ---------------------------------------------------------------------------- fuzzing

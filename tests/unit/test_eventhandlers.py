@@ -128,3 +128,35 @@ def test_every_profiles_handle_reaches_the_one_spread_selectors() -> None:
                                           "spec": {"selector": {"app": "web"}}})
     handle = s.frameworks["b"].handle
     assert handle.spread_selectors.default_selector("default", {"app": "web"}, ()) == ({"app": "web"}, [])
+
+
+def _claim_pod(name: str, claim: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"schedulerName": SCHED, "containers": [{"name": "c", "image": "x"}],
+                     "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]},
+            "status": {"phase": "Pending"}}
+
+
+def test_volume_objects_are_kept_and_their_events_requeue_pods_waiting_for_them() -> None:
+    s = scheduler()
+    s.on_pod_add(_claim_pod("p", "data"))
+    s.on_pod_add(_claim_pod("q", "other"))
+    for uid in ("uid-p", "uid-q"):   # as VolumeBinding's PreFilter leaves them
+        qi = s.queue.infos[uid]
+        s.queue._set_where(uid, "inflight")
+        qi.unschedulable_plugins = {"VolumeBinding"}
+        s.queue.requeue_failed(qi, unschedulable=True)
+    claim = {"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "v"}}
+    s.on_pvc_add(claim)
+    assert s.cache.volumes.claim("default", "data").volume_name == "v"
+    assert s.queue.where["uid-p"] in ("active", "backoff") and s.queue.where["uid-q"] == "unschedulable", \
+        "only the pod using the claim"
+    volume = {"metadata": {"name": "v", "resourceVersion": "1"}, "spec": {}}
+    s.on_pv_add(volume)
+    s.on_storage_class_add({"metadata": {"name": "local"}, "volumeBindingMode": "WaitForFirstConsumer"})
+    assert "v" in s.cache.volumes.volumes and s.cache.volumes.classes["local"].binding_mode == "WaitForFirstConsumer"
+    assert s.queue.where["uid-q"] in ("active", "backoff"), "a volume appearing may help any of them"
+    s.on_pvc_delete(claim)
+    s.on_pv_delete(volume)
+    s.on_storage_class_delete({"metadata": {"name": "local"}})
+    assert not (s.cache.volumes.claims or s.cache.volumes.volumes or s.cache.volumes.classes)

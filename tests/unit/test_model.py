@@ -594,3 +594,41 @@ def test_out_of_range_term_numbers_make_the_pod_invalid_and_never_reach_the_coun
     pod = _pod_with(spec)
     assert pod.invalid.startswith(field)
     assert not pod.topology_spread and not (pod.pod_affinity and pod.pod_affinity.preferred)
+
+
+# ---------------------------------------------------------------------------- volumes
+
+
+def test_a_pods_claims_include_its_generic_ephemeral_volumes_claims() -> None:
+    pod = parse_pod({"metadata": {"name": "web", "namespace": "ns"}, "spec": {"volumes": [
+        {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+        {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
+        {"name": "tmp", "emptyDir": {}}]}})
+    assert pod.pvcs == ("web-scratch", "data") and pod.ephemeral_pvcs == ("web-scratch",)
+
+
+def test_a_claim_is_bound_only_once_the_binding_completed() -> None:
+    from scheduler.model import parse_pvc
+    raw = {"metadata": {"name": "c", "namespace": "ns", "annotations": {
+        "volume.beta.kubernetes.io/storage-class": "beta", "pv.kubernetes.io/bind-completed": "yes"},
+        "ownerReferences": [{"uid": "o", "controller": False}, {"uid": "pod-1", "controller": True}]},
+        "spec": {"volumeName": "v", "storageClassName": "ga"}, "status": {"phase": "Bound"}}
+    c = parse_pvc(raw)
+    assert (c.key, c.volume_name, c.storage_class, c.phase, c.controller_uid) == ("ns/c", "v", "beta", "Bound", "pod-1")
+    assert c.bound
+    assert not parse_pvc({**raw, "metadata": {"name": "c", "namespace": "ns"}}).bound, "pre-bound only"
+    assert parse_pvc({"metadata": {"name": "x"}, "spec": {"storageClassName": "ga"}}).storage_class == "ga"
+
+
+@pytest.mark.parametrize("spec, terms", [
+    pytest.param({}, None, id="no node affinity"),
+    pytest.param({"nodeAffinity": {}}, None, id="node affinity without required"),
+    pytest.param({"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": []}]}}},
+                 ({"matchExpressions": []},), id="required terms as written"),
+])
+def test_a_volumes_node_affinity_is_kept_as_written(spec: dict, terms: object) -> None:
+    from scheduler.model import parse_pv, parse_storage_class
+    assert parse_pv({"metadata": {"name": "v"}, "spec": spec}).node_affinity_terms == terms
+    assert parse_storage_class({"metadata": {"name": "s"}}).binding_mode == "Immediate"
+    assert parse_storage_class({"metadata": {"name": "s"},
+                                "volumeBindingMode": "WaitForFirstConsumer"}).binding_mode == "WaitForFirstConsumer"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.apiclient import Conflict
 from scheduler.config import parse_config
 from scheduler.framework.clock import FakeClock
 from scheduler.model import OwnerRef, Pod, parse_pod
@@ -277,7 +278,8 @@ async def test_writes_are_debounced_per_group_and_only_sent_when_something_chang
     env.pod("a1", group="a", conditions=[{"type": "Initialized", "status": "True"}])  # nothing the status shows
     env.group("a", min_member=2, status=env.sched.cache.gangs.group("default/a").status)  # our own write echoed
     await env.sync()
-    assert len(env.client.patches) == 3, "nothing changed: nothing is written"
+    assert [p for p, _ in env.client.patches[3:] if p == status_path("default/a")] == [], \
+        "nothing changed: nothing is written"
 
 
 async def test_a_change_before_the_informer_shows_our_write_is_not_written_twice() -> None:
@@ -505,3 +507,111 @@ async def test_a_member_binding_after_permit_counts_as_attempted() -> None:
     await env.sync()
     assert env.status()["phase"] == SCHEDULING, "assumed members were attempted: not PreScheduling"
     assert env.status()["scheduleStartTime"] == "2024-05-01T10:00:00Z"
+
+
+# ---------------------------------------------------------------------------- the NotReadyForScheduling condition
+
+
+def not_ready(env: Env, name: str = "g") -> list[dict[str, Any]]:
+    """The PodGroupScheduled conditions the API would have."""
+    return [c for c in env.status(name).get("conditions") or () if c["type"] == "PodGroupScheduled"]
+
+
+def condition_writes(env: Env) -> list[dict[str, Any]]:
+    return [b for _, b in env.client.patches if "conditions" in b["status"]]
+
+
+async def test_a_group_short_of_members_says_so_once_that_has_lasted_and_follows_the_numbers() -> None:
+    env = Env()
+    env.group(min_member=2147483647)
+    env.pod("p0")
+    env.pod("p1")
+    await env.sync()
+    env.observe()
+    env.clock.advance(4.9)
+    await env.sync()
+    assert condition_writes(env) == [], "not before the hold has lasted 5 s, as on the pods"
+    env.clock.advance(0.1)   # the controller's own timer marks the group dirty
+    await env.sync()
+    (body,) = condition_writes(env)
+    assert body["metadata"] == {"resourceVersion": "1"}, "written on the version whose conditions it keeps"
+    assert body["status"]["conditions"] == [{
+        "type": "PodGroupScheduled", "status": "False", "reason": "NotReadyForScheduling",
+        "message": "PodGroup default/g: 2 of 2147483647 members exist; waiting for more",
+        "lastTransitionTime": "2024-05-01T10:00:05Z"}]
+    env.observe()
+
+    env.clock.advance(1)
+    env.pod("p2")
+    await env.sync()
+    assert [c["message"] for c in not_ready(env)] == [
+        "PodGroup default/g: 3 of 2147483647 members exist; waiting for more"]
+    assert not_ready(env)[0]["lastTransitionTime"] == "2024-05-01T10:00:05Z", "still False since then"
+    assert len(condition_writes(env)) == 2
+    env.observe()
+    env.clock.advance(1)
+    env.pod("p2", conditions=[{"type": "Initialized", "status": "True"}])   # the numbers stay: nothing written
+    await env.sync()
+    assert len(condition_writes(env)) == 2
+
+
+async def test_the_condition_goes_when_the_gang_is_whole_and_other_conditions_stay() -> None:
+    env = Env()
+    pods_ready = {"type": "PodsReady", "status": "False", "reason": "WaitForStart", "message": "x",
+                  "lastTransitionTime": "2024-05-01T09:00:00Z"}
+    env.group(min_member=2, status={"conditions": [pods_ready]})
+    env.pod("p0")
+    await env.sync()
+    env.observe()
+    env.clock.advance(5)
+    await env.sync()
+    env.observe()
+    assert env.status()["conditions"][0] == pods_ready and len(env.status()["conditions"]) == 2
+    env.clock.advance(1)
+    env.pod("p1")
+    await env.sync()
+    assert condition_writes(env)[-1]["status"]["conditions"] == [pods_ready]
+
+
+async def test_a_gang_whose_pods_come_together_costs_no_condition_write() -> None:
+    env = Env()
+    env.group(min_member=3)
+    for i in range(3):
+        env.pod(f"p{i}")
+        env.clock.advance(0.5)
+        await env.sync()
+    env.clock.advance(30)
+    await env.sync()
+    assert condition_writes(env) == []
+
+
+@pytest.mark.parametrize("members", [
+    pytest.param([], id="no members at all"),
+    pytest.param([("p0", "n1")], id="its only member has a node"),
+])
+async def test_a_group_without_a_member_of_ours_waiting_shows_nothing(members: list[tuple[str, str]]) -> None:
+    env = Env()
+    env.group(min_member=3)
+    for name, node in members:
+        env.pod(name, node=node)
+    env.clock.advance(10)
+    await env.sync()
+    env.clock.advance(10)
+    await env.sync()
+    assert condition_writes(env) == []
+
+
+async def test_a_condition_write_refused_for_a_stale_version_is_made_again_without_backoff() -> None:
+    env = Env()
+    env.group(min_member=2)
+    env.pod("p0")
+    await env.sync()
+    env.observe()
+    env.clock.advance(5)
+    env.client.fail_with = Conflict(409, "Conflict", "the object has been modified")
+    await env.sync()
+    assert list(env.ctl.dirty) == ["default/g"] and not env.ctl._failures
+    env.client.fail_with = None
+    env.clock.advance(0.5)
+    await env.sync()
+    assert [c["reason"] for c in not_ready(env)] == ["NotReadyForScheduling"]

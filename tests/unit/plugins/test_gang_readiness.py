@@ -282,10 +282,12 @@ async def test_the_timeout_evicts_the_bound_members_and_requeues_the_gang_after_
     for i in range(3):
         env.pod(f"g-{i}", owner="train")
     assert env.held("g-0") == ("PodGroup default/g is backing off after a PodsReady timeout (eviction 1); "
-                               "requeued in 5s")
+                               "requeued at 2024-05-01T10:00:15Z")
+    await env.tick(2)
+    assert env.held("g-0").endswith("requeued at 2024-05-01T10:00:15Z"), "the same text while it waits"
     assert env.plugin.pre_filter(None, env.handle.pods[env.names["g-extra"]], None)[1].code == \
         Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "members queued before the hold are stopped at PreFilter"
-    await env.tick(4.9)
+    await env.tick(2.9)
     assert env.activated == []
     await env.tick(0.1)
     assert sorted(env.activated) == sorted(env.names[n] for n in ("g-0", "g-1", "g-2", "g-extra"))
@@ -305,7 +307,7 @@ async def test_the_second_eviction_backs_off_twice_as_long() -> None:
     # evicted again at 25 s (10 + 5 + 10), backing off 10 s
     assert env.status_patches()[-1]["requeueState"] == {"count": 2, "requeueAt": "2024-05-01T10:00:35Z"}
     env.pod("g-0", owner="j")
-    assert env.held("g-0").endswith("(eviction 2); requeued in 10s")
+    assert env.held("g-0").endswith("(eviction 2); requeued at 2024-05-01T10:00:35Z")
 
 
 async def test_after_the_requeuing_limit_the_podgroup_fails_and_its_pods_stay_out() -> None:
@@ -443,7 +445,7 @@ async def test_the_backoff_survives_a_restart_through_the_podgroup_status() -> N
                                     "conditions": [{"type": "PodsReady", "status": "False",
                                                     "reason": "PodsReadyTimeout", "message": "x"}]})
     env.pod("g-0")
-    assert env.held("g-0").endswith("(eviction 2); requeued in 30s")
+    assert env.held("g-0").endswith("(eviction 2); requeued at 2024-05-01T10:00:30Z")
     await env.tick(30)
     assert env.activated == [env.names["g-0"]] and env.held("g-0") == ""
 

@@ -1,0 +1,121 @@
+"""Pods with PersistentVolumeClaims end to end on the simulated cluster (VolumeBinding).
+
+The simulated cluster serves PVCs, PVs and StorageClasses but runs no PV
+controller, so the tests play it: a claim is bound when it names its volume
+and carries ``pv.kubernetes.io/bind-completed``, as the PV controller leaves
+it. What is checked is what a kube-scheduler user sees: a pod whose claim is
+missing, or waits for a first consumer tandem cannot be, stays Pending with
+FailedScheduling naming the claim; it binds once the claim is bound (the PVC
+event requeues it); a volume's node affinity keeps the pod on the nodes it
+names; and a profile that disables VolumeBinding places the pod as upstream
+would without the plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.simcluster.resources import lookup
+from tests.integration.test_scheduler import (
+    BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+)
+from scheduler.config import parse_config
+
+PVCS = lookup("", "v1", "persistentvolumeclaims")
+PVS = lookup("", "v1", "persistentvolumes")
+STORAGE_CLASSES = lookup("storage.k8s.io", "v1", "storageclasses")
+
+
+def pod_with_claim(name: str, claim: str, **kw: Any) -> dict[str, Any]:
+    return make_pod(name, volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": claim}}], **kw)
+
+
+def pv(name: str, zone: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                            "hostPath": {"path": f"/data/{name}"}, "persistentVolumeReclaimPolicy": "Retain"}
+    if zone is not None:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name}, "spec": spec}
+
+
+def pvc(name: str, volume: str = "", storage_class: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS}
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if volume:   # bound, as the PV controller leaves a claim it bound
+        spec["volumeName"] = volume
+        meta["annotations"] = {"pv.kubernetes.io/bind-completed": "yes"}
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": spec}
+
+
+def zoned(name: str, zone: str) -> dict[str, Any]:
+    return make_node(name, labels={"topology.kubernetes.io/zone": zone})
+
+
+async def test_a_pod_whose_claim_is_missing_waits_naming_it_and_binds_once_the_claim_is_bound(tmp_path):
+    async with running(tmp_path, [make_node("node-0"), make_node("node-1")]) as env:
+        env.create_pod(pod_with_claim("db", "data"))
+        env.create_pod(make_pod("control"))
+        await bound(env, "control")
+        c = await unschedulable(env, "db")
+        assert c["reason"] == "Unschedulable"
+        assert c["message"].startswith('0/2 nodes are available: persistentvolumeclaim "data" not found.'), c
+        notes = [e["note"] for e in await env.events_by_reason("db", "FailedScheduling")]
+        assert notes and all('persistentvolumeclaim "data" not found' in n for n in notes), notes
+
+        env.store.create(PVS, "", pv("pv-data"))
+        env.store.create(PVCS, NS, pvc("data", "pv-data"))   # the claim's creation requeues the pod
+        await bound(env, "db")
+        assert scheduled_condition(env.pod("db"))["status"] == "True"
+
+
+async def test_a_volume_with_node_affinity_keeps_the_pod_on_the_nodes_it_names(tmp_path):
+    nodes = [zoned("node-a", "a"), zoned("node-b1", "b"), zoned("node-b2", "b")]
+    async with running(tmp_path, nodes) as env:
+        env.store.create(PVS, "", pv("pv-zone-b", zone="b"))
+        env.store.create(PVCS, NS, pvc("data", "pv-zone-b"))
+        env.store.create(PVS, "", pv("pv-zone-c", zone="c"))
+        env.store.create(PVCS, NS, pvc("nowhere", "pv-zone-c"))
+        await eventually(lambda: env.app.scheduler is not None
+                         and "default/nowhere" in env.app.scheduler.cache.volumes.claims, 10, "the claims to be seen")
+        for i in range(4):
+            env.create_pod(pod_with_claim(f"db-{i}", "data"))
+        env.create_pod(pod_with_claim("lost", "nowhere"))
+        placed = await bound(env, *(f"db-{i}" for i in range(4)))
+        assert set(placed.values()) <= {"node-b1", "node-b2"}, placed
+        c = await unschedulable(env, "lost")
+        assert c["message"] == ("0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. "
+                                "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."), c
+
+        env.create_node(zoned("node-c", "c"))   # a node the volume names joins: the pod goes there
+        assert (await bound(env, "lost")) == {"lost": "node-c"}
+
+
+async def test_a_claim_waiting_for_its_first_consumer_is_refused_by_name_not_ignored(tmp_path):
+    async with running(tmp_path, [make_node("node-0")]) as env:
+        env.store.create(STORAGE_CLASSES, "", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                               "metadata": {"name": "local"}, "provisioner": "example.com/local",
+                                               "volumeBindingMode": "WaitForFirstConsumer"})
+        env.store.create(PVCS, NS, pvc("scratch", storage_class="local"))
+        env.create_pod(pod_with_claim("job", "scratch"))
+        c = await unschedulable(env, "job")
+        assert 'persistentvolumeclaim "scratch" is not bound' in c["message"], c
+        assert "WaitForFirstConsumer" in c["message"] and "tandem does not bind or provision volumes yet" in c["message"]
+        env.create_pod(make_pod("control"))
+        await bound(env, "control")
+        await stays(lambda: not env.node_of("job"), 0.3, "a pod placed as if its claim were not there")
+
+
+async def test_a_profile_that_disables_volume_binding_does_not_evaluate_claims(tmp_path):
+    cfg = parse_config({**BASE_CONFIG, "profiles": [
+        {"schedulerName": "tandem-scheduler"},
+        {"schedulerName": "tandem-no-volumes",
+         "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}]}}}]}, "<test>")
+    async with running(tmp_path, [make_node("node-0")], cfg) as env:
+        env.create_pod(pod_with_claim("checked", "missing"))
+        env.create_pod(pod_with_claim("unchecked", "missing", scheduler="tandem-no-volumes"))
+        await bound(env, "unchecked")   # as kube-scheduler without VolumeBinding would place it
+        c = await unschedulable(env, "checked")
+        assert 'persistentvolumeclaim "missing" not found' in c["message"], c
