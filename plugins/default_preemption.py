@@ -229,6 +229,7 @@ class DefaultPreemption:
         self.rng = random.Random(getattr(handle, "seed", None))
         self._errors: list[Status] = []    # Error statuses of the current dry run's nodes
         self._memo: tuple[np.ndarray, np.ndarray] | None = None   # _gang_arrays, for one dry run
+        self._totals: tuple[np.ndarray, ...] | None = None           # _gang_totals, for one dry run
 
     # ------------------------------------------------------------------ PreEnqueue
 
@@ -408,7 +409,7 @@ class DefaultPreemption:
         potential = self.potential_rows(diagnosis)
         if len(potential) == 0:
             return [], f"0/{n_all} nodes are available: {n_all} {NOT_HELPFUL}."
-        self._memo = None
+        self._memo = self._totals = None
         want = num_candidates(len(potential), self.args.min_candidate_nodes_percentage,
                               self.args.min_candidate_nodes_absolute)
         offset = self.rng.randrange(len(potential))
@@ -707,14 +708,12 @@ class DefaultPreemption:
         total_v = high_v + OFFSET
         start_v = u.start[vi].copy()
         lost = np.where(u.gang[vi] >= 0, u.gang[vi], pt.gang[u.slots[u.ptr[vi]]])   # the gang losing a member
-        for k in np.flatnonzero(u.gang[vi] >= 0).tolist():
+        whole = np.flatnonzero(u.gang[vi] >= 0)
+        if len(whole):
             # a whole gang goes everywhere: its members on other nodes are victims of this candidate too
-            members = self._gang_victims(int(u.gang[vi[k]]))
-            prios = [self.priority_of(p) for p in members]
-            count[k] = len(members)
-            high_v[k] = max(prios)
-            total_v[k] = sum(prios) + OFFSET * len(prios)
-            start_v[k] = min(_start(p) for p, q in zip(members, prios) if q == high_v[k])
+            g_count, g_total, g_high, g_start = self._gang_totals()
+            g = u.gang[vi[whole]]
+            count[whole], total_v[whole], high_v[whole], start_v[whole] = g_count[g], g_total[g], g_high[g], g_start[g]
         cap = max(int(batch.max()), int(r.max())) + 1
         viol = np.bincount(r, weights=u.violating[vi], minlength=cap).astype(np.int64)
         nvic = np.bincount(r, weights=count, minlength=cap).astype(np.int64)
@@ -738,6 +737,27 @@ class DefaultPreemption:
 
         return {"row": rows, "pdb_violations": viol[rows], "gangs": gangs[rows], "high": high[rows],
                 "total": total[rows], "nvictims": nvic[rows], "start": start[rows]}, victims
+
+    def _gang_totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per gang id, over its placed members (every node): how many, the sum of (priority + 2^31), the
+        highest priority, and the earliest start among the members of that priority. Once per dry run."""
+        pt = self.handle.cache.pod_table
+        if self._totals is not None and len(self._totals[0]) == len(pt.gang_keys):
+            return self._totals
+        n, ng = pt.n, len(pt.gang_keys)
+        placed = np.flatnonzero((pt.row[:n] >= 0) & (pt.gang[:n] >= 0))
+        g = pt.gang[placed]
+        prio = self._effective_at(placed)
+        count = np.bincount(g, minlength=ng).astype(np.int64)
+        total = np.zeros(ng, dtype=np.int64)
+        np.add.at(total, g, prio + OFFSET)
+        high = np.full(ng, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(high, g, prio)
+        top = prio == high[g]
+        start = np.full(ng, math.inf)
+        np.minimum.at(start, g[top], pt.start[placed][top])
+        self._totals = (count, total, high, start)
+        return self._totals
 
     def _gang_victims(self, g: int) -> list[Pod]:
         cache = self.handle.cache

@@ -346,7 +346,18 @@ def dry_run(env: Env, p: Pod, statuses: Any = EVERY) -> tuple[dict[str, tuple[li
     cands, msg = env.pl.find_candidates(state, p, diag)
     for c in cands:
         assert_importance_order(c.victims, env)
+        assert_key_matches_victims(c, env)
     return {c.node: ([v.name for v in c.victims], c.pdb_violations) for c in cands}, msg
+
+
+def assert_key_matches_victims(c: Candidate, env: Env) -> None:
+    """The node-choice key, summed over columns, is what the victim list says (whole gangs: every member)."""
+    prios = [env.pl.priority_of(v) for v in c.victims]
+    high = max(prios)
+    start = min((v.start_time or float("inf")) for v, q in zip(c.victims, prios) if q == high)
+    gangs = {v.pod_group for v in c.victims if v.pod_group}
+    assert (c.nvictims, c.total, c.high, c.start, c.gangs) == (
+        len(c.victims), sum(prios) + OFFSET * len(prios), high, start, len(gangs)), c
 
 
 def assert_importance_order(victims: list[Pod], env: Env) -> None:
