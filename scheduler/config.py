@@ -59,7 +59,7 @@ KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "tandem-scheduler"
 MAX_WEIGHT = 100
 
-# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights.
+# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights, after applyFeatureGates.
 # (EBSLimits, GCEPDLimits and AzureDiskLimits were folded into NodeVolumeLimits.)
 UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
@@ -76,6 +76,8 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    # applyFeatureGates: DynamicResourceAllocation (GA, on by default) puts it just before DefaultPreemption
+    ("DynamicResources", None),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

@@ -418,6 +418,7 @@ class Pod:
     # generic ephemeral volume the claim its controller creates, "<pod>-<volume>" (ephemeral_pvcs lists those)
     pvcs: tuple[str, ...] = ()
     ephemeral_pvcs: tuple[str, ...] = ()
+    resource_claims: tuple[str, ...] = ()   # spec.resourceClaims[].name: dynamic resource allocation's claims
     pod_group: str = ""
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -932,6 +933,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         owners=owners,
         pvcs=tuple(pvcs),
         ephemeral_pvcs=tuple(ephemeral),
+        resource_claims=tuple(str(_d(c).get("name", "")) for c in _l(spec.get("resourceClaims"))),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
         invalid=probs.first,
         raw=obj,
