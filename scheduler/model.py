@@ -1044,6 +1044,9 @@ class PersistentVolume:
     # spec.nodeAffinity.required.nodeSelectorTerms as written; None: the volume can be used from any node
     node_affinity_terms: Any = None
     phase: str = ""
+    # its zone and region labels (VolumeZone's getPVTopologies): (label key, the zones it lists), in
+    # PV_TOPOLOGY_LABELS order; a value that is not a "__"-separated list of non-empty zones is left out
+    topologies: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1066,15 +1069,37 @@ def parse_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
         controller_uid=str(controller.get("uid", "")))
 
 
+# upstream's topologyLabels in VolumeZone, in its order: the deprecated beta labels, then the GA ones
+PV_TOPOLOGY_LABELS = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                      "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+# volumehelpers.LabelZonesToSet's delimiter (cloudvolume.LabelMultiZoneDelimiter)
+MULTI_ZONE_DELIMITER = "__"
+
+
 def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
     meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
     required = _d(spec.get("nodeAffinity")).get("required")
     terms = _d(required).get("nodeSelectorTerms") if required is not None else None
+    labels = _d(meta.get("labels"))
+    topologies = []
+    for key in PV_TOPOLOGY_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str):
+            zones = _label_zones(value)
+            if zones:
+                topologies.append((key, zones))
     return PersistentVolume(
         name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         node_affinity_terms=(tuple(_l(terms)) if required is not None else None),
-        phase=status.get("phase") if isinstance(status.get("phase"), str) else "")
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else "",
+        topologies=tuple(topologies))
+
+
+def _label_zones(value: str) -> frozenset[str]:
+    """LabelZonesToSet: the trimmed "__"-separated zones; empty (upstream: an error) if one of them is empty."""
+    zones = [z.strip() for z in value.split(MULTI_ZONE_DELIMITER)]
+    return frozenset() if any(not z for z in zones) else frozenset(zones)
 
 
 def parse_storage_class(obj: dict[str, Any]) -> StorageClass:
