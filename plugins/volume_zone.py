@@ -40,6 +40,7 @@ from scheduler.framework import (
 )
 from scheduler.model import (
     BINDING_WAIT_FOR_FIRST_CONSUMER, PV_TOPOLOGY_LABELS, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass,
+    pvc_volume_claims, uses_pvc_volume_claim,
 )
 
 if TYPE_CHECKING:
@@ -86,7 +87,8 @@ class VolumeZone:
             # a node in the volume's zone joins, or gets the label
             ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL)),
             # the claim is created or gets its volume
-            ClusterEventWithHint(ClusterEvent(Resource.PVC, ActionType.ADD | ActionType.UPDATE), _uses_claim),
+            ClusterEventWithHint(ClusterEvent(Resource.PVC, ActionType.ADD | ActionType.UPDATE),
+                                 _uses_claim),
             # the volume is created or its zone labels change
             ClusterEventWithHint(ClusterEvent(Resource.PV, ActionType.ADD | ActionType.UPDATE), _topology_changed),
         ]
@@ -106,7 +108,7 @@ class VolumeZone:
         """getPVbyPod: the first problem with a claim (in volume order), or its volumes' zone labels."""
         store = self.handle.volumes
         out: list[Topology] = []
-        for name in claim_names(pod):
+        for name in pvc_volume_claims(pod):
             if not name:
                 return Status(_UNRESOLVABLE, "PersistentVolumeClaim had no name"), ()
             pvc: PersistentVolumeClaim | None = store.claim(pod.namespace, name)
@@ -140,12 +142,6 @@ class VolumeZone:
         else:
             topologies = data.items
         return FilterResult.from_mask(zone_mask(topologies, nodes, rows), ERR_REASON_CONFLICT, _UNRESOLVABLE)
-
-
-def claim_names(pod: Pod) -> list[str]:
-    """The claims of the pod's persistentVolumeClaim volumes, in order (generic ephemeral volumes left out)."""
-    ephemeral = set(pod.ephemeral_pvcs)
-    return [n for n in pod.pvcs if n not in ephemeral] if ephemeral else list(pod.pvcs)
 
 
 def zone_mask(topologies: tuple[Topology, ...], nodes: NodeTable, rows: np.ndarray) -> np.ndarray:
@@ -189,9 +185,7 @@ def _waits_for_first_consumer(pod: Pod, old: Any, new: Any) -> int:
 
 def _uses_claim(pod: Pod, old: Any, new: Any) -> int:
     """isSchedulableAfterPersistentVolumeClaimChange: a claim of one of the pod's persistentVolumeClaim volumes."""
-    if isinstance(new, PersistentVolumeClaim) and new.namespace == pod.namespace and new.name in claim_names(pod):
-        return QueueingHint.QUEUE
-    return QueueingHint.SKIP
+    return QueueingHint.QUEUE if uses_pvc_volume_claim(pod, new) else QueueingHint.SKIP
 
 
 def _topology_changed(pod: Pod, old: Any, new: Any) -> int:

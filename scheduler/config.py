@@ -26,8 +26,8 @@ Where tandem differs, on purpose:
 * The default profile is named "tandem-scheduler" (tandem is a secondary
   scheduler), and so is the default leader-election lease, so that tandem
   never competes for kube-scheduler's own "kube-scheduler" lease.
-* Default plugins tandem does not implement yet (VolumeRestrictions,
-  NodeVolumeLimits) are left out of the default set. Disabling them
+* Default plugins tandem does not implement yet (NodeVolumeLimits) are
+  left out of the default set. Disabling them
   is fine; enabling one, or configuring its args, is an error.
 * Scheduler extenders are not supported: a non-empty ``extenders`` is an
   error rather than silently ignored.

@@ -419,6 +419,9 @@ class Pod:
     pvcs: tuple[str, ...] = ()
     ephemeral_pvcs: tuple[str, ...] = ()
     resource_claims: tuple[str, ...] = ()   # spec.resourceClaims[].name: dynamic resource allocation's claims
+    # (volume name, source) of its inline volumes VolumeRestrictions would check for disk conflicts
+    # (gcePersistentDisk, awsElasticBlockStore, rbd, iscsi)
+    conflict_disks: tuple[tuple[str, str], ...] = ()
     pod_group: str = ""
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -848,6 +851,23 @@ def _memo(kind: str, raw: Any, namespace: str, labels: dict[str, str], probs: _P
     return hit[0]
 
 
+# the inline volume sources VolumeRestrictions checks for disk conflicts (needsRestrictionsCheck)
+CONFLICT_DISK_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+
+
+def pvc_volume_claims(pod: Pod) -> list[str]:
+    """The claims of the pod's persistentVolumeClaim volumes, in order, without generic ephemeral volumes'
+    (what VolumeZone and VolumeRestrictions read, and upstream's NodeInfo counts as a pod's claims)."""
+    ephemeral = set(pod.ephemeral_pvcs)
+    return [n for n in pod.pvcs if n not in ephemeral] if ephemeral else list(pod.pvcs)
+
+
+def uses_pvc_volume_claim(pod: Pod, claim: Any) -> bool:
+    """Is ``claim`` (a PersistentVolumeClaim) the claim of one of the pod's persistentVolumeClaim volumes?"""
+    return isinstance(claim, PersistentVolumeClaim) and claim.namespace == pod.namespace \
+        and claim.name in pvc_volume_claims(pod)
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     meta = _d(obj.get("metadata"))
     spec = _d(obj.get("spec"))
@@ -876,7 +896,9 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
                    for o in map(_d, _l(meta.get("ownerReferences"))))
     pvcs: list[str] = []
     ephemeral: list[str] = []
+    disks: list[tuple[str, str]] = []
     for v in map(_d, _l(spec.get("volumes"))):
+        disks.extend((str(v.get("name", "")), src) for src in CONFLICT_DISK_SOURCES if v.get(src) is not None)
         if v.get("persistentVolumeClaim"):
             pvcs.append(str(_d(v.get("persistentVolumeClaim")).get("claimName", "")))
         elif v.get("ephemeral"):
@@ -934,6 +956,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pvcs=tuple(pvcs),
         ephemeral_pvcs=tuple(ephemeral),
         resource_claims=tuple(str(_d(c).get("name", "")) for c in _l(spec.get("resourceClaims"))),
+        conflict_disks=tuple(disks),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
         invalid=probs.first,
         raw=obj,
@@ -1025,6 +1048,7 @@ class PersistentVolumeClaim:
     bind_completed: bool = False    # the PV controller's bind-completed annotation
     deleting: bool = False
     controller_uid: str = ""        # the uid of its controlling owner (a generic ephemeral volume's pod)
+    access_modes: tuple[str, ...] = ()   # spec.accessModes
 
     @property
     def key(self) -> str:
@@ -1066,7 +1090,8 @@ def parse_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
         storage_class=cls if isinstance(cls, str) else "",
         phase=status.get("phase") if isinstance(status.get("phase"), str) else "Pending",
         bind_completed=ANN_BIND_COMPLETED in ann, deleting=bool(meta.get("deletionTimestamp")),
-        controller_uid=str(controller.get("uid", "")))
+        controller_uid=str(controller.get("uid", "")),
+        access_modes=tuple(m for m in _l(spec.get("accessModes")) if isinstance(m, str)))
 
 
 # upstream's topologyLabels in VolumeZone, in its order: the deprecated beta labels, then the GA ones

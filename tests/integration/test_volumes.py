@@ -7,9 +7,11 @@ it. What is checked is what a kube-scheduler user sees: a pod whose claim is
 missing, or waits for a first consumer tandem cannot be, stays Pending with
 FailedScheduling naming the claim; it binds once the claim is bound (the PVC
 event requeues it); a volume's node affinity keeps the pod on the nodes it
-names; and a profile that disables VolumeBinding and VolumeZone places the pod as upstream
+names; and a profile that disables the volume plugins places the pod as upstream
 would without the plugins. A volume labelled with a zone (VolumeZone) keeps
-the pod in that zone.
+the pod in that zone. A ReadWriteOncePod claim serves one pod at a time, and
+an inline disk whose conflicts tandem does not check is refused by name
+(VolumeRestrictions).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 
 from bench.simcluster.resources import lookup
 from tests.integration.test_scheduler import (
-    BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+    PODS, BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
 )
 from scheduler.config import parse_config
 
@@ -127,8 +129,10 @@ async def test_a_profile_that_disables_volume_binding_does_not_evaluate_claims(t
     cfg = parse_config({**BASE_CONFIG, "profiles": [
         {"schedulerName": "tandem-scheduler"},
         {"schedulerName": "tandem-no-volumes",
-         # VolumeZone reads the claims too (a missing one is unresolvable there as well), as upstream
-         "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}, {"name": "VolumeZone"}]}}}]}, "<test>")
+         # VolumeZone and VolumeRestrictions read the claims too (a missing one is unresolvable there as
+         # well), as upstream
+         "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}, {"name": "VolumeZone"},
+                                                 {"name": "VolumeRestrictions"}]}}}]}, "<test>")
     async with running(tmp_path, [make_node("node-0")], cfg) as env:
         env.create_pod(pod_with_claim("checked", "missing"))
         env.create_pod(pod_with_claim("unchecked", "missing", scheduler="tandem-no-volumes"))
@@ -136,3 +140,30 @@ async def test_a_profile_that_disables_volume_binding_does_not_evaluate_claims(t
         c = await unschedulable(env, "checked")
         assert 'persistentvolumeclaim "missing" not found' in c["message"], c
 
+
+
+async def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(tmp_path):
+    async with running(tmp_path, [make_node("node-0"), make_node("node-1")]) as env:
+        env.store.create(PVS, "", pv("pv-solo"))
+        claim = pvc("solo", "pv-solo")
+        claim["spec"]["accessModes"] = ["ReadWriteOncePod"]
+        env.store.create(PVCS, NS, claim)
+        await eventually(lambda: env.app.scheduler is not None
+                         and "default/solo" in env.app.scheduler.cache.volumes.claims, 10, "the claim to be seen")
+        env.create_pod(pod_with_claim("first", "solo"))
+        await bound(env, "first")
+        env.create_pod(pod_with_claim("second", "solo"))
+        c = await unschedulable(env, "second")
+        assert c["message"] == ("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
+                                "name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: "
+                                "2 No preemption victims found for incoming pod.."), c
+        env.store.delete(PODS, NS, "first", grace=0)   # the claim's user goes: the deletion requeues the pod
+        await bound(env, "second")
+
+
+async def test_an_inline_disk_whose_conflicts_tandem_does_not_check_is_refused_by_name(tmp_path):
+    async with running(tmp_path, [make_node("node-0")]) as env:
+        env.create_pod(make_pod("legacy", volumes=[{"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}]))
+        c = await unschedulable(env, "legacy")
+        assert 'volume "disk" (awsElasticBlockStore) may conflict' in c["message"], c
+        assert "tandem does not check inline disk conflicts yet" in c["message"], c

@@ -156,7 +156,9 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
     assert p.plugins["preEnqueue"][0] == "SchedulingGates"
     assert p.plugins["bind"] == ["DefaultBinder"]
     assert "NodeVolumeLimits" not in {n for names in p.plugins.values() for n in names}
-    assert p.plugins["preFilter"].index("VolumeBinding") == p.plugins["preFilter"].index("NodeResourcesFit") + 1
+    pre_filter = p.plugins["preFilter"]
+    assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:3] == ["VolumeRestrictions", "VolumeBinding",
+                                                                         "VolumeZone"]
     assert p.plugins["filter"].index("VolumeZone") == p.plugins["filter"].index("VolumeBinding") + 1
 
 
