@@ -42,7 +42,7 @@ import numpy as np
 
 from scheduler.model import (
     CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, PersistentVolume, PersistentVolumeClaim, Pod, PodGroup, StorageClass,
-    Taint,
+    Taint, pvc_volume_claims,
 )
 from scheduler.podcounts import PodCounts
 
@@ -630,7 +630,7 @@ class GangIndex:
 class Volumes:
     """PersistentVolumeClaims by "ns/name", PersistentVolumes and StorageClasses by name (their informers').
 
-    VolumeBinding reads them; the informer handlers keep them (O(1) per event). Readers never mutate them.
+    The volume plugins read them; the informer handlers keep them (O(1) per event). Readers never mutate them.
     """
 
     __slots__ = ("claims", "volumes", "classes")
@@ -668,6 +668,9 @@ class Cache:
         self.counts = PodCounts(self.nodes)
         self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)
         self.nominations = Nominations()                  # pods nominated to a node by preemption
+        # "ns/claim" -> placed pods whose persistentVolumeClaim volumes use it (upstream's PVCRefCounts,
+        # IsPVCUsedByPods), for VolumeRestrictions' ReadWriteOncePod check
+        self.claim_users: dict[str, int] = {}
 
     # ------------------------------------------------------------------ nodes
 
@@ -698,8 +701,19 @@ class Cache:
         self.counts.place(pod, row)
         self.pod_table.add(pod, row)
         self.by_node.setdefault(node, {})[pod.uid] = pod
+        self._count_claims(pod, 1)
         if pod.pod_group:
             self.gangs._place(pod, node)
+
+    def _count_claims(self, pod: Pod, delta: int) -> None:
+        users = self.claim_users
+        for name in pvc_volume_claims(pod) if pod.pvcs else ():
+            key = f"{pod.namespace}/{name}"
+            n = users.get(key, 0) + delta
+            if n > 0:
+                users[key] = n
+            else:
+                users.pop(key, None)
 
     def _discharge(self, uid: str) -> PodState | None:
         st = self.pods.pop(uid, None)
@@ -707,6 +721,7 @@ class Cache:
             return None
         if st.pod.pod_group:
             self.gangs._unplace(st.pod)
+        self._count_claims(st.pod, -1)
         self.pod_table.remove(uid)
         row = self.nodes.row(st.node)
         if row is not None:

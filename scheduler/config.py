@@ -26,8 +26,8 @@ Where tandem differs, on purpose:
 * The default profile is named "tandem-scheduler" (tandem is a secondary
   scheduler), and so is the default leader-election lease, so that tandem
   never competes for kube-scheduler's own "kube-scheduler" lease.
-* Default plugins tandem does not implement yet (VolumeRestrictions,
-  NodeVolumeLimits, VolumeZone) are left out of the default set. Disabling them
+* Default plugins tandem does not implement yet (NodeVolumeLimits) are
+  left out of the default set. Disabling them
   is fine; enabling one, or configuring its args, is an error.
 * Scheduler extenders are not supported: a non-empty ``extenders`` is an
   error rather than silently ignored.
@@ -59,7 +59,7 @@ KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "tandem-scheduler"
 MAX_WEIGHT = 100
 
-# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights.
+# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights, after applyFeatureGates.
 # (EBSLimits, GCEPDLimits and AzureDiskLimits were folded into NodeVolumeLimits.)
 UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
@@ -76,6 +76,8 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    # applyFeatureGates: DynamicResourceAllocation (GA, on by default) puts it just before DefaultPreemption
+    ("DynamicResources", None),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),

@@ -190,7 +190,9 @@ class EventHandlers:
         pv = parse_pv(obj)
         old = self.cache.volumes.volumes.get(pv.name)
         self.cache.volumes.volumes[pv.name] = pv
-        if old is None or (old.node_affinity_terms, old.phase) != (pv.node_affinity_terms, pv.phase):
+        # what VolumeBinding (node affinity, phase) and VolumeZone (zone labels) read
+        seen = (pv.node_affinity_terms, pv.phase, pv.topologies)
+        if old is None or (old.node_affinity_terms, old.phase, old.topologies) != seen:
             self.queue.on_event(ClusterEvent(Resource.PV, ActionType.UPDATE, "PersistentVolumeUpdate"), old, pv)
 
     def on_pv_delete(self, obj: dict[str, Any]) -> None:

@@ -418,6 +418,10 @@ class Pod:
     # generic ephemeral volume the claim its controller creates, "<pod>-<volume>" (ephemeral_pvcs lists those)
     pvcs: tuple[str, ...] = ()
     ephemeral_pvcs: tuple[str, ...] = ()
+    resource_claims: tuple[str, ...] = ()   # spec.resourceClaims[].name: dynamic resource allocation's claims
+    # (volume name, source) of its inline volumes VolumeRestrictions would check for disk conflicts
+    # (gcePersistentDisk, awsElasticBlockStore, rbd, iscsi)
+    conflict_disks: tuple[tuple[str, str], ...] = ()
     pod_group: str = ""
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -847,6 +851,23 @@ def _memo(kind: str, raw: Any, namespace: str, labels: dict[str, str], probs: _P
     return hit[0]
 
 
+# the inline volume sources VolumeRestrictions checks for disk conflicts (needsRestrictionsCheck)
+CONFLICT_DISK_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
+
+
+def pvc_volume_claims(pod: Pod) -> list[str]:
+    """The claims of the pod's persistentVolumeClaim volumes, in order, without generic ephemeral volumes'
+    (what VolumeZone and VolumeRestrictions read, and upstream's NodeInfo counts as a pod's claims)."""
+    ephemeral = set(pod.ephemeral_pvcs)
+    return [n for n in pod.pvcs if n not in ephemeral] if ephemeral else list(pod.pvcs)
+
+
+def uses_pvc_volume_claim(pod: Pod, claim: Any) -> bool:
+    """Is ``claim`` (a PersistentVolumeClaim) the claim of one of the pod's persistentVolumeClaim volumes?"""
+    return isinstance(claim, PersistentVolumeClaim) and claim.namespace == pod.namespace \
+        and claim.name in pvc_volume_claims(pod)
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     meta = _d(obj.get("metadata"))
     spec = _d(obj.get("spec"))
@@ -875,7 +896,9 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
                    for o in map(_d, _l(meta.get("ownerReferences"))))
     pvcs: list[str] = []
     ephemeral: list[str] = []
+    disks: list[tuple[str, str]] = []
     for v in map(_d, _l(spec.get("volumes"))):
+        disks.extend((str(v.get("name", "")), src) for src in CONFLICT_DISK_SOURCES if v.get(src) is not None)
         if v.get("persistentVolumeClaim"):
             pvcs.append(str(_d(v.get("persistentVolumeClaim")).get("claimName", "")))
         elif v.get("ephemeral"):
@@ -932,6 +955,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         owners=owners,
         pvcs=tuple(pvcs),
         ephemeral_pvcs=tuple(ephemeral),
+        resource_claims=tuple(str(_d(c).get("name", "")) for c in _l(spec.get("resourceClaims"))),
+        conflict_disks=tuple(disks),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
         invalid=probs.first,
         raw=obj,
@@ -1023,6 +1048,7 @@ class PersistentVolumeClaim:
     bind_completed: bool = False    # the PV controller's bind-completed annotation
     deleting: bool = False
     controller_uid: str = ""        # the uid of its controlling owner (a generic ephemeral volume's pod)
+    access_modes: tuple[str, ...] = ()   # spec.accessModes
 
     @property
     def key(self) -> str:
@@ -1042,6 +1068,9 @@ class PersistentVolume:
     # spec.nodeAffinity.required.nodeSelectorTerms as written; None: the volume can be used from any node
     node_affinity_terms: Any = None
     phase: str = ""
+    # its zone and region labels (VolumeZone's getPVTopologies): (label key, the zones it lists), in
+    # PV_TOPOLOGY_LABELS order; a value that is not a "__"-separated list of non-empty zones is left out
+    topologies: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -1061,18 +1090,41 @@ def parse_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
         storage_class=cls if isinstance(cls, str) else "",
         phase=status.get("phase") if isinstance(status.get("phase"), str) else "Pending",
         bind_completed=ANN_BIND_COMPLETED in ann, deleting=bool(meta.get("deletionTimestamp")),
-        controller_uid=str(controller.get("uid", "")))
+        controller_uid=str(controller.get("uid", "")),
+        access_modes=tuple(m for m in _l(spec.get("accessModes")) if isinstance(m, str)))
+
+
+# upstream's topologyLabels in VolumeZone, in its order: the deprecated beta labels, then the GA ones
+PV_TOPOLOGY_LABELS = ("failure-domain.beta.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/region",
+                      "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
+# volumehelpers.LabelZonesToSet's delimiter (cloudvolume.LabelMultiZoneDelimiter)
+MULTI_ZONE_DELIMITER = "__"
 
 
 def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
     meta, spec, status = _d(obj.get("metadata")), _d(obj.get("spec")), _d(obj.get("status"))
     required = _d(spec.get("nodeAffinity")).get("required")
     terms = _d(required).get("nodeSelectorTerms") if required is not None else None
+    labels = _d(meta.get("labels"))
+    topologies = []
+    for key in PV_TOPOLOGY_LABELS:
+        value = labels.get(key)
+        if isinstance(value, str):
+            zones = _label_zones(value)
+            if zones:
+                topologies.append((key, zones))
     return PersistentVolume(
         name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         node_affinity_terms=(tuple(_l(terms)) if required is not None else None),
-        phase=status.get("phase") if isinstance(status.get("phase"), str) else "")
+        phase=status.get("phase") if isinstance(status.get("phase"), str) else "",
+        topologies=tuple(topologies))
+
+
+def _label_zones(value: str) -> frozenset[str]:
+    """LabelZonesToSet: the trimmed "__"-separated zones; empty (upstream: an error) if one of them is empty."""
+    zones = [z.strip() for z in value.split(MULTI_ZONE_DELIMITER)]
+    return frozenset() if any(not z for z in zones) else frozenset(zones)
 
 
 def parse_storage_class(obj: dict[str, Any]) -> StorageClass:

@@ -7,17 +7,22 @@ it. What is checked is what a kube-scheduler user sees: a pod whose claim is
 missing, or waits for a first consumer tandem cannot be, stays Pending with
 FailedScheduling naming the claim; it binds once the claim is bound (the PVC
 event requeues it); a volume's node affinity keeps the pod on the nodes it
-names; and a profile that disables VolumeBinding places the pod as upstream
-would without the plugin.
+names; and a profile that disables the volume plugins places the pod as upstream
+would without the plugins. A volume labelled with a zone (VolumeZone) keeps
+the pod in that zone. A ReadWriteOncePod claim serves one pod at a time, and
+an inline disk whose conflicts tandem does not check is refused by name
+(VolumeRestrictions).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from bench.simcluster.resources import lookup
 from tests.integration.test_scheduler import (
-    BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+    PODS, BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
 )
 from scheduler.config import parse_config
 
@@ -71,12 +76,24 @@ async def test_a_pod_whose_claim_is_missing_waits_naming_it_and_binds_once_the_c
         assert scheduled_condition(env.pod("db"))["status"] == "True"
 
 
-async def test_a_volume_with_node_affinity_keeps_the_pod_on_the_nodes_it_names(tmp_path):
+def labelled_pv(name: str, zone: str) -> dict[str, Any]:
+    """A volume without node affinity whose zone label alone says where it is (VolumeZone's business)."""
+    volume = pv(name)
+    volume["metadata"]["labels"] = {"topology.kubernetes.io/zone": zone}
+    return volume
+
+
+@pytest.mark.parametrize("make_pv, reason", [
+    pytest.param(lambda name, zone: pv(name, zone=zone), "node(s) didn't match PersistentVolume's node affinity",
+                 id="node affinity, VolumeBinding"),
+    pytest.param(labelled_pv, "node(s) had no available volume zone", id="a zone label, VolumeZone"),
+])
+async def test_a_volume_in_a_zone_keeps_the_pod_on_the_nodes_there(tmp_path, make_pv, reason):
     nodes = [zoned("node-a", "a"), zoned("node-b1", "b"), zoned("node-b2", "b")]
     async with running(tmp_path, nodes) as env:
-        env.store.create(PVS, "", pv("pv-zone-b", zone="b"))
+        env.store.create(PVS, "", make_pv("pv-zone-b", "b"))
         env.store.create(PVCS, NS, pvc("data", "pv-zone-b"))
-        env.store.create(PVS, "", pv("pv-zone-c", zone="c"))
+        env.store.create(PVS, "", make_pv("pv-zone-c", "c"))
         env.store.create(PVCS, NS, pvc("nowhere", "pv-zone-c"))
         await eventually(lambda: env.app.scheduler is not None
                          and "default/nowhere" in env.app.scheduler.cache.volumes.claims, 10, "the claims to be seen")
@@ -86,10 +103,10 @@ async def test_a_volume_with_node_affinity_keeps_the_pod_on_the_nodes_it_names(t
         placed = await bound(env, *(f"db-{i}" for i in range(4)))
         assert set(placed.values()) <= {"node-b1", "node-b2"}, placed
         c = await unschedulable(env, "lost")
-        assert c["message"] == ("0/3 nodes are available: 3 node(s) didn't match PersistentVolume's node affinity. "
+        assert c["message"] == (f"0/3 nodes are available: 3 {reason}. "
                                 "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."), c
 
-        env.create_node(zoned("node-c", "c"))   # a node the volume names joins: the pod goes there
+        env.create_node(zoned("node-c", "c"))   # a node in the volume's zone joins: the pod goes there
         assert (await bound(env, "lost")) == {"lost": "node-c"}
 
 
@@ -112,10 +129,41 @@ async def test_a_profile_that_disables_volume_binding_does_not_evaluate_claims(t
     cfg = parse_config({**BASE_CONFIG, "profiles": [
         {"schedulerName": "tandem-scheduler"},
         {"schedulerName": "tandem-no-volumes",
-         "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}]}}}]}, "<test>")
+         # VolumeZone and VolumeRestrictions read the claims too (a missing one is unresolvable there as
+         # well), as upstream
+         "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}, {"name": "VolumeZone"},
+                                                 {"name": "VolumeRestrictions"}]}}}]}, "<test>")
     async with running(tmp_path, [make_node("node-0")], cfg) as env:
         env.create_pod(pod_with_claim("checked", "missing"))
         env.create_pod(pod_with_claim("unchecked", "missing", scheduler="tandem-no-volumes"))
         await bound(env, "unchecked")   # as kube-scheduler without VolumeBinding would place it
         c = await unschedulable(env, "checked")
         assert 'persistentvolumeclaim "missing" not found' in c["message"], c
+
+
+
+async def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(tmp_path):
+    async with running(tmp_path, [make_node("node-0"), make_node("node-1")]) as env:
+        env.store.create(PVS, "", pv("pv-solo"))
+        claim = pvc("solo", "pv-solo")
+        claim["spec"]["accessModes"] = ["ReadWriteOncePod"]
+        env.store.create(PVCS, NS, claim)
+        await eventually(lambda: env.app.scheduler is not None
+                         and "default/solo" in env.app.scheduler.cache.volumes.claims, 10, "the claim to be seen")
+        env.create_pod(pod_with_claim("first", "solo"))
+        await bound(env, "first")
+        env.create_pod(pod_with_claim("second", "solo"))
+        c = await unschedulable(env, "second")
+        assert c["message"] == ("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
+                                "name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: "
+                                "2 No preemption victims found for incoming pod.."), c
+        env.store.delete(PODS, NS, "first", grace=0)   # the claim's user goes: the deletion requeues the pod
+        await bound(env, "second")
+
+
+async def test_an_inline_disk_whose_conflicts_tandem_does_not_check_is_refused_by_name(tmp_path):
+    async with running(tmp_path, [make_node("node-0")]) as env:
+        env.create_pod(make_pod("legacy", volumes=[{"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}]))
+        c = await unschedulable(env, "legacy")
+        assert 'volume "disk" (awsElasticBlockStore) may conflict' in c["message"], c
+        assert "tandem does not check inline disk conflicts yet" in c["message"], c

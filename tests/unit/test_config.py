@@ -155,8 +155,11 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
     assert p.plugins["queueSort"] == ["PrioritySort"]
     assert p.plugins["preEnqueue"][0] == "SchedulingGates"
     assert p.plugins["bind"] == ["DefaultBinder"]
-    assert "VolumeZone" not in {n for names in p.plugins.values() for n in names}
-    assert p.plugins["preFilter"].index("VolumeBinding") == p.plugins["preFilter"].index("NodeResourcesFit") + 1
+    assert "NodeVolumeLimits" not in {n for names in p.plugins.values() for n in names}
+    pre_filter = p.plugins["preFilter"]
+    assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:3] == ["VolumeRestrictions", "VolumeBinding",
+                                                                         "VolumeZone"]
+    assert p.plugins["filter"].index("VolumeZone") == p.plugins["filter"].index("VolumeBinding") + 1
 
 
 def test_default_profile_score_weights_are_upstreams() -> None:
@@ -235,7 +238,7 @@ PLUGIN_CASES = [
         id="a plugin enabled only at a point runs after the multiPoint plugins there"),
     pytest.param(
         {"plugins": {"multiPoint": {"enabled": [{"name": "TestFilterScore", "weight": 7}],
-                                    "disabled": [{"name": "VolumeZone"}, {"name": "PodTopologySpread"}]}}},
+                                    "disabled": [{"name": "NodeVolumeLimits"}, {"name": "PodTopologySpread"}]}}},
         {"score": None},
         {"TestFilterScore": 7},
         id="disabling defaults tandem lacks is accepted and extra multiPoint plugins are appended"),
@@ -349,8 +352,8 @@ ERROR_CASES = [
     pytest.param(one({"plugins": {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}}),
                  "profiles[0].plugins.score.enabled[0].name: unknown plugin 'NoSuchPlugin'",
                  id="an unknown plugin is refused"),
-    pytest.param(one({"plugins": {"multiPoint": {"enabled": [{"name": "VolumeZone"}]}}}),
-                 "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'VolumeZone' "
+    pytest.param(one({"plugins": {"multiPoint": {"enabled": [{"name": "NodeVolumeLimits"}]}}}),
+                 "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'NodeVolumeLimits' "
                  "(a kube-scheduler plugin tandem does not implement yet)",
                  id="enabling an upstream plugin tandem lacks is refused"),
     pytest.param(one({"plugins": {"filter": {"enabled": [{"name": "EBSLimits"}]}}}),

@@ -160,3 +160,19 @@ def test_volume_objects_are_kept_and_their_events_requeue_pods_waiting_for_them(
     s.on_pv_delete(volume)
     s.on_storage_class_delete({"metadata": {"name": "local"}})
     assert not (s.cache.volumes.claims or s.cache.volumes.volumes or s.cache.volumes.classes)
+
+
+def test_a_volume_whose_zone_labels_change_requeues_pods_volume_zone_rejected() -> None:
+    s = scheduler()
+    s.on_pv_add({"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a"}}, "spec": {}})
+    s.on_pod_add(_claim_pod("p", "data"))
+    qi = s.queue.infos["uid-p"]
+    s.queue._set_where("uid-p", "inflight")
+    qi.unschedulable_plugins = {"VolumeZone"}
+    s.queue.requeue_failed(qi, unschedulable=True)
+    s.on_pv_update({}, {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "a", "x": "y"}},
+                        "spec": {}})
+    assert s.queue.where["uid-p"] == "unschedulable", "a label VolumeZone does not read changed"
+    s.on_pv_update({}, {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "b"}}, "spec": {}})
+    assert s.queue.where["uid-p"] in ("active", "backoff")
+    assert s.cache.volumes.volumes["v"].topologies == (("topology.kubernetes.io/zone", frozenset({"b"})),)

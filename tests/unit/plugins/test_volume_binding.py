@@ -11,7 +11,8 @@ from plugins.volume_binding import (
 )
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, Handle, QueueingHint, parse_args
-from scheduler.model import parse_node, parse_pod, parse_pv, parse_pvc, parse_storage_class
+from scheduler.model import parse_pod, parse_pv, parse_pvc
+from tests.unit.plugins.volumes import volume_cache
 
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 NODES = {"n1": {"kubernetes.io/hostname": "n1", "zone": "a"},
@@ -73,19 +74,7 @@ def sc(name: str, mode: str | None) -> dict[str, Any]:
 class Env:
     def __init__(self, pvcs: tuple[dict[str, Any], ...] = (), pvs: tuple[dict[str, Any], ...] = (),
                  classes: tuple[dict[str, Any], ...] = ()) -> None:
-        self.cache = Cache()
-        for name, labels in NODES.items():
-            self.cache.add_node(parse_node({"metadata": {"name": name, "labels": labels}}))
-        vols = self.cache.volumes
-        for o in pvcs:
-            c = parse_pvc(o)
-            vols.claims[c.key] = c
-        for o in pvs:
-            v = parse_pv(o)
-            vols.volumes[v.name] = v
-        for o in classes:
-            k = parse_storage_class(o)
-            vols.classes[k.name] = k
+        self.cache = volume_cache(NODES, pvcs, pvs, classes)
         self.plugin = VolumeBinding(None, Handle(self.cache))
 
     def run(self, p: Any) -> tuple[Code, str, dict[str, str | None]]:

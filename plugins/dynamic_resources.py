@@ -1,0 +1,59 @@
+"""DynamicResources: a pod that asks for dynamically allocated resources is not placed without them.
+
+Upstream's plugin (pkg/scheduler/framework/plugins/dynamicresources) finds
+the ResourceClaims a pod's ``spec.resourceClaims`` name or have generated
+from templates, allocates devices to them on the chosen node (Filter,
+Reserve) and writes the allocation before binding (PreBind). tandem does not
+allocate resource claims yet. Placing such a pod anyway would put it on a
+node where its claims were never allocated, and the kubelet would not start
+it; so PreFilter refuses it, UnschedulableAndUnresolvable, naming the
+claims and saying why. It must never let such a pod through.
+
+A pod without resource claims is skipped, as upstream's PreFilter does. A
+profile that disables DynamicResources keeps upstream's meaning: the claims
+are not evaluated and the pod is placed as if it had none.
+
+``spec.resourceClaims`` is immutable, so no cluster event can make a refused
+pod schedulable: the plugin registers none, and the queue's periodic flush
+is the only thing that retries such a pod.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from scheduler.framework import ClusterEventWithHint, Code, CycleState, Status, register
+from scheduler.model import Pod
+
+if TYPE_CHECKING:
+    from scheduler.framework.interface import NodeTable
+
+NAME = "DynamicResources"
+NOT_ALLOCATED = "tandem does not allocate resource claims yet"
+
+_SKIP = Status(Code.SKIP)
+
+
+@register
+class DynamicResources:
+    NAME = NAME
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter"})
+    Args = None
+
+    def __init__(self, args: None, handle: Any) -> None:
+        pass
+
+    def events_to_register(self) -> list[ClusterEventWithHint]:
+        return []   # nothing the cluster does makes tandem allocate claims
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeTable) -> tuple[None, Status]:
+        if not pod.resource_claims:
+            return None, _SKIP
+        return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, refusal(pod.resource_claims))
+
+
+def refusal(claims: tuple[str, ...]) -> str:
+    """``pod uses resource claim "gpu" (spec.resourceClaims): tandem does not allocate ...``."""
+    quoted = ", ".join(f'"{c}"' for c in claims)
+    noun = "resource claim" if len(claims) == 1 else "resource claims"
+    return f"pod uses {noun} {quoted} (spec.resourceClaims): {NOT_ALLOCATED}"
