@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import time
 
 import numpy as np
 
-from bench.micro_cycle import _NoAPI
+from bench.micro_cycle import _NoAPI, time_cycles
 from scheduler.config import parse_config
 from scheduler.scheduler import Scheduler
 
@@ -56,15 +55,9 @@ async def measure(nodes: int, pods: int) -> tuple[np.ndarray, int]:
             s.on_pod_add(_pod(f"low-{i}-{j}", "900m", 0, f"node-{i}"))
     for i in range(pods):
         s.on_pod_add(_pod(f"high-{i}", "3970m", 10000))
-    durations = []
-    for _ in range(pods):
-        qi = await s.queue.pop()
-        t = time.perf_counter()
-        s.schedule_one(qi)
-        durations.append(time.perf_counter() - t)
-        await asyncio.sleep(0)                    # let the eviction tasks run, off the timed cycle
+    durations = await time_cycles(s, pods)
     nominated = len(set(s.cache.nominations.node_of.values()))   # distinct nodes the preemptors hold
-    return np.array(durations[pods // 10:]) * 1e3, nominated
+    return durations, nominated
 
 
 def main(argv: list[str] | None = None) -> int:
