@@ -174,10 +174,14 @@ class Candidates:
 
     def best(self) -> Candidate:
         """pickOneNodeForPreemption over the columns: the first with the smallest key (Candidate.key)."""
-        c = self._columns()
-        keys = (np.arange(len(self)), -c["start"], c["nvictims"], c["total"], c["high"], c["gangs"],
-                c["pdb_violations"])
-        return self._make(int(np.lexsort(keys)[0]))
+        return self._make(_first_smallest(self._columns()))
+
+
+def _first_smallest(c: dict[str, np.ndarray]) -> int:
+    """Index of the first candidate with the smallest Candidate.key, over key columns."""
+    keys = (np.arange(len(c["start"])), -c["start"], c["nvictims"], c["total"], c["high"], c["gangs"],
+            c["pdb_violations"])
+    return int(np.lexsort(keys)[0])
 
 
 @dataclass(slots=True)
@@ -429,13 +433,8 @@ class DefaultPreemption:
         """pickOneNodeForPreemption: the first candidate with the smallest key."""
         if isinstance(cands, Candidates):
             return cands.best()
-        best = cands[0]
-        bk = best.key()
-        for c in cands[1:]:
-            k = c.key()
-            if k < bk:
-                best, bk = c, k
-        return best
+        cols = {c: np.array([getattr(x, c) for x in cands]) for c in Candidates.COLUMNS if c != "row"}
+        return cands[_first_smallest(cols)]
 
     # ------------------------------------------------------------------ the dry run
 
@@ -447,34 +446,19 @@ class DefaultPreemption:
         on[rows] = True
         slot_rows = pt.row[:n]
         m = on[slot_rows]            # free slots have row -1: the extra last entry, always False
-        prio = self._effective(m)
+        prio = self._effective_at(np.arange(n))
         mine = self.priority_of(pod)
         m &= prio < mine
         if pt.gang_keys:
             # a gang evicted only whole is no victim while one of its placed members (any node) outranks the pod
             g = pt.gang[:n]
             placed = slot_rows >= 0
-            strong = g[placed & (g >= 0) & (self._effective(placed) >= mine)]
+            strong = g[placed & (g >= 0) & (prio >= mine)]
             strong = strong[self._gang_arrays()[1][strong]]
             if len(strong):
                 m &= ~np.isin(g, strong)
         slots = np.flatnonzero(m)
         return slots, slot_rows[slots], prio[slots]
-
-    def _effective(self, mask: np.ndarray) -> np.ndarray:
-        """Priority per slot (of the first ``len(mask)``), with PodGroup priorities applied where set."""
-        pt = self.handle.cache.pod_table
-        prio = pt.prio[: len(mask)].copy()
-        if pt.gang_keys:
-            gp = self._gang_arrays()[0]
-            g = pt.gang[: len(mask)]
-            sel = mask & (g >= 0)
-            if sel.any():
-                idx = np.flatnonzero(sel)
-                over = gp[g[idx]]
-                has = over != np.iinfo(np.int64).min
-                prio[idx[has]] = over[has]
-        return prio
 
     def _effective_at(self, slots: np.ndarray) -> np.ndarray:
         """Priority of each of ``slots``, with PodGroup priorities applied where set."""
