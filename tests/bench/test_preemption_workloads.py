@@ -1,7 +1,7 @@
 """bench/workloads/preemption.yaml run against a toy preemptor, on a simulated cluster in this process.
 
-Until tandem preempts (issue 11; its Smoke runs are in test_runner.py,
-marked xfail), this is what shows that the preemption workloads can finish
+tandem's own Smoke runs of these workloads are in test_runner.py; this
+shows, independently of tandem, that the preemption workloads can finish
 when a scheduler does preempt, that the API server takes their
 PriorityClasses and templates, and what the runner makes of the pods that
 preemption deletes: victims vanish while the measured pods wait for them,
