@@ -6,8 +6,8 @@ import pytest
 
 from bench.simcluster import SimCluster
 from bench.target import Target
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import from_kubeconfig
+from scheduler.framework.clock import Clock
 
 
 @pytest.fixture

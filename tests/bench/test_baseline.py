@@ -10,8 +10,8 @@ import pytest
 
 from bench.baseline import BaselineBinder
 from bench.simcluster import SimCluster
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import from_kubeconfig
+from scheduler.framework.clock import Clock
 
 NAME = "baseline-binder"
 

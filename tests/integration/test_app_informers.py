@@ -13,10 +13,10 @@ from typing import Any
 
 from bench.simcluster import SimCluster
 from bench.simcluster.resources import lookup
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import NotFound, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.model import OwnerRef
 from tests.support.waiting import eventually
 

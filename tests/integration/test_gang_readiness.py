@@ -27,10 +27,10 @@ import pytest
 from bench.simcluster import SimCluster
 from bench.simcluster.agent import NEVER_READY, AgentConfig
 from bench.simcluster.resources import lookup
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from tests.integration.test_scheduler import eventually, stays
 

@@ -34,11 +34,11 @@ from bench.simcluster import SimCluster
 from bench.simcluster import errors as sim_errors
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.resources import lookup
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler import podgroups, preenqueue
 from scheduler.config import SchedulerConfig, parse_config
+from scheduler.framework.clock import Clock
 from tests.integration.test_scheduler import eventually, make_node, make_pod, scheduled_condition, stays
 
 PODS = lookup("", "v1", "pods")

@@ -20,8 +20,8 @@ import pytest
 
 from bench.simcluster import SimCluster
 from bench.simcluster.faults import FaultRule, Faults
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import APIClient, RetryPolicy, from_kubeconfig
+from scheduler.framework.clock import Clock
 from scheduler.informers import Informer, object_key
 from tests.integration.test_scheduler import eventually
 

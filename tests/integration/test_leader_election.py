@@ -36,10 +36,10 @@ from bench.simcluster import errors as sim_errors
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.faults import FaultRule
 from bench.simcluster.resources import lookup
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from tests.integration.test_scheduler import BASE_CONFIG, NS, eventually, make_node, make_pod
 
 REPO = Path(__file__).resolve().parents[2]

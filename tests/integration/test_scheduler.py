@@ -37,10 +37,10 @@ from bench.simcluster.agent import AgentConfig
 from bench.simcluster.faults import FaultRule, Faults
 from bench.simcluster.resources import lookup
 from bench.simcluster.store import DELETED, MATCH_ALL, Dropped
-from scheduler.framework.clock import Clock
 from scheduler.apiclient import APIClient, RetryPolicy, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import SchedulerConfig, parse_config
+from scheduler.framework.clock import Clock
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.framework.clock import FakeClock
 from scheduler.config import SchedulerConfig, load_config
+from scheduler.framework.clock import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"

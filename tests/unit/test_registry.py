@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.framework.clock import FakeClock
 from scheduler.cache import Cache
 from scheduler.config import POINTS as CONFIG_FIELDS
 from scheduler.config import Profile
 from scheduler.framework import Handle, Status, register
 from scheduler.framework import interface as fi
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from scheduler.framework.runtime import Framework
 

@@ -37,10 +37,10 @@ from plugins.default_preemption import (
     NO_VICTIMS, NOT_ELIGIBLE_NEVER, NOT_ELIGIBLE_TERMINATING, NOT_HELPFUL, OFFSET, WAITING, Candidate,
     DefaultPreemption, DefaultPreemptionArgs, num_candidates,
 )
-from scheduler.framework.clock import FakeClock
 from scheduler.cache import Cache
 from scheduler.config import parse_config
 from scheduler.framework import Code, ConfigError, CycleState, FilterResult, Handle, Status, parse_args, register
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import PostFilterResult
 from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.model import (

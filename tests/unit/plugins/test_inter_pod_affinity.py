@@ -22,10 +22,10 @@ from plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY, PRE_FILTER_KEY, PRE_SCORE_KEY,
     InterPodAffinity, InterPodAffinityArgs,
 )
-from scheduler.framework.clock import FakeClock
 from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.runtime import Framework
 from scheduler.model import Pod, parse_node, parse_pod
 

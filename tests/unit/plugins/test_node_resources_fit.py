@@ -19,11 +19,11 @@ from plugins.node_resources_fit import (
     NodeResourcesFit, NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     UtilizationShapePoint, broken_linear_lut,
 )
-from scheduler.framework.clock import FakeClock
 from scheduler.cache import Cache
 from scheduler.framework import (
     ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args,
 )
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import EnqueueExtensions, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import parse_node, parse_pod

@@ -9,8 +9,8 @@ import pytest
 from plugins.volume_restrictions import (
     DISK_CONFLICTS_NOT_CHECKED, ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT, VolumeRestrictions,
 )
-from scheduler.framework.clock import FakeClock
 from scheduler.framework import ActionType, ClusterEvent, Code, CycleState, Handle, QueueingHint, Resource
+from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pvc
 from tests.unit.plugins.volumes import volume_cache
 

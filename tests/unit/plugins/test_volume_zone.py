@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
-from scheduler.framework.clock import FakeClock
 from scheduler.framework import Code, CycleState, Handle, QueueingHint
+from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pv, parse_pvc, parse_storage_class
 from tests.unit.plugins.volumes import volume_cache
 
