@@ -169,7 +169,7 @@ async def serve(spec: SchedulerSpec, target: Any, workdir: Path) -> AsyncIterato
         from scheduler.apiclient import from_kubeconfig
 
         # its own client with no client-side rate limit: the API server alone sets the pace
-        client = await from_kubeconfig(str(target.kubeconfig), qps=0)
+        client = await from_kubeconfig(str(target.kubeconfig), qps=0, clock=target.client.clock)
         try:
             binder = BaselineBinder(client, spec.name)
             await binder.start()

@@ -63,12 +63,12 @@ class BaselineBinder:
 
     async def start(self) -> None:
         """Follow nodes and unbound pods; return once both are listed."""
-        nodes = Informer(self.client, "/api/v1/nodes", name="baseline-nodes",
+        nodes = Informer(self.client, "/api/v1/nodes", name="baseline-nodes", clock=self.client.clock,
                          on_add=self._node_add, on_delete=self._node_delete)
         # exactly what the binder owns: its scheduler name, no node yet (upstream's unassigned-pod selector)
         selector = f"spec.schedulerName={self.scheduler_name},spec.nodeName="
         pods = Informer(self.client, "/api/v1/pods", {"fieldSelector": selector}, name="baseline-pods",
-                        on_add=self._pod_seen, on_update=lambda _old, new: self._pod_seen(new))
+                        clock=self.client.clock, on_add=self._pod_seen, on_update=lambda _old, new: self._pod_seen(new))
         self._informers = [nodes, pods]
         for inf in self._informers:
             inf.start()

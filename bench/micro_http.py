@@ -66,8 +66,8 @@ async def run(kubeconfig: Path | None, n: int, concurrency: int) -> list[tuple[s
                 pass
             pod_path = "/api/v1/namespaces/default/pods/micro-http"
             events_path = "/apis/events.k8s.io/v1/namespaces/default/events"
-            lean = await from_kubeconfig(str(target.kubeconfig), qps=0)
-            via_session = await from_kubeconfig(str(target.kubeconfig), qps=0)
+            lean = await from_kubeconfig(str(target.kubeconfig), qps=0, clock=target.client.clock)
+            via_session = await from_kubeconfig(str(target.kubeconfig), qps=0, clock=target.client.clock)
             via_session.transport = None
             headers = {"Accept": "application/json", "Content-Type": "application/json"}
             token = await lean.config.get_api_key_with_prefix("BearerToken", alias="authorization")

@@ -24,6 +24,7 @@ from plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllo
 from plugins.node_resources_fit import NodeResourcesFit
 from scheduler.cache import Cache
 from scheduler.framework import CycleState, Handle
+from scheduler.framework.clock import Clock
 from scheduler.model import parse_node, parse_pod
 
 
@@ -58,7 +59,7 @@ def incoming_pod() -> object:
 
 def run(n: int, repeat: int) -> dict[str, float]:
     cache = build(n)
-    handle = Handle(cache)
+    handle = Handle(cache, clock=Clock())   # the bench process's clock (the plugins read none here)
     fit = NodeResourcesFit(None, handle)
     bal = NodeResourcesBalancedAllocation(None, handle)
     pod = incoming_pod()

@@ -24,6 +24,7 @@ import time
 from plugins.pod_topology_spread import PodTopologySpread, PodTopologySpreadArgs
 from scheduler.cache import Cache
 from scheduler.framework import CycleState, Handle
+from scheduler.framework.clock import Clock
 from scheduler.model import Pod, parse_node, parse_pod
 
 ZONE = "topology.kubernetes.io/zone"
@@ -58,7 +59,7 @@ def incoming(when: str) -> Pod:
 
 def run(nodes: int, pods: int, repeat: int) -> dict[str, float]:
     cache = build(nodes, pods)
-    pl = PodTopologySpread(PodTopologySpreadArgs(defaulting_type="List"), Handle(cache))
+    pl = PodTopologySpread(PodTopologySpreadArgs(defaulting_type="List"), Handle(cache, clock=Clock()))
     table = cache.nodes
     rows = table.rows()
     hard, soft = incoming("DoNotSchedule"), incoming("ScheduleAnyway")

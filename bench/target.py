@@ -35,6 +35,7 @@ from typing import AsyncIterator, Sequence
 import aiohttp
 
 from scheduler.apiclient import APIClient, from_kubeconfig
+from scheduler.framework.clock import Clock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0        # seconds for a process to come up
@@ -154,7 +155,8 @@ async def open_target(kubeconfig: Path | None, workdir: Path, sim_args: Sequence
             kubeconfig.unlink()  # the sim's line and file must both be new
         proc, url, _ = await _start_sim(workdir, kubeconfig, sim_args)
     try:
-        client = await from_kubeconfig(str(kubeconfig), qps=0)
+        # the bench process's one clock; the target's client carries it to whoever else needs one
+        client = await from_kubeconfig(str(kubeconfig), qps=0, clock=Clock())
         try:
             yield Target(kubeconfig=Path(kubeconfig), client=client, sim_process=proc,
                          url=url or client.host)

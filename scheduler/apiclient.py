@@ -268,9 +268,9 @@ class APIClient:
 
     def __init__(self, configuration: k8s_client.Configuration, *, qps: float = 50, burst: int = 100,
                  retry: RetryPolicy = RetryPolicy(), timeout: float = 60.0, connect_timeout: float = 10.0,
-                 watch_grace: float = 30.0, max_connections: int = 256, clock: Clock | None = None) -> None:
+                 watch_grace: float = 30.0, max_connections: int = 256, clock: Clock) -> None:
         self.config = configuration
-        self.clock: Clock = clock if clock is not None else Clock()   # the token bucket and retry delays
+        self.clock: Clock = clock   # the token bucket and retry delays
         self.host = (configuration.host or "").rstrip("/")
         if not self.host.startswith(("http://", "https://")):
             raise ConfigError(f"API server address {configuration.host!r} is not an http:// or https:// URL")
@@ -647,14 +647,15 @@ async def load_configuration(path: str | None) -> k8s_client.Configuration:
     return cfg
 
 
-async def from_kubeconfig(path: str | None, qps: float = 50, burst: int = 100, **kwargs: Any) -> APIClient:
-    """An :class:`APIClient` for the cluster ``path`` names (see :func:`load_configuration`).
+async def from_kubeconfig(path: str | None, qps: float = 50, burst: int = 100, *, clock: Clock,
+                          **kwargs: Any) -> APIClient:
+    """An :class:`APIClient` for the cluster ``path`` names (see :func:`load_configuration`), on ``clock``.
 
     ``kwargs`` go to :class:`APIClient` (``retry``, ``timeout``, ...).
     ``qps <= 0`` turns the client-side rate limit off.
     """
     cfg = await load_configuration(path)
     try:
-        return APIClient(cfg, qps=qps, burst=burst, **kwargs)
+        return APIClient(cfg, qps=qps, burst=burst, clock=clock, **kwargs)
     except (ssl.SSLError, OSError) as exc:  # unreadable or malformed CA / client certificate files
         raise ConfigError(f"{path or 'in-cluster config'}: TLS setup: {exc}") from exc

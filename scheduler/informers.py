@@ -96,9 +96,9 @@ class Informer:
     def __init__(self, client: APIClient, path: str, params: Mapping[str, Any] | None = None, *,
                  name: str | None = None, on_add: OnAdd | None = None, on_update: OnUpdate | None = None,
                  on_delete: OnDelete | None = None, watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
-                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0, clock: Clock | None = None) -> None:
+                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0, clock: Clock) -> None:
         self.client = client
-        self.clock: Clock = clock if clock is not None else Clock()   # backoff waits and the short-watch check
+        self.clock: Clock = clock   # backoff waits and the short-watch check
         self.path = path
         self.params = dict(params or {})
         self.name = name or path.rstrip("/").rsplit("/", 1)[-1]

@@ -148,7 +148,7 @@ class LeaderElector:
     """
 
     def __init__(self, client: Any, config: LeaderElection, *, identity: str | None = None,
-                 clock: Clock | None = None, metrics: Any = None,
+                 clock: Clock, metrics: Any = None,
                  on_started_leading: Callable[[], None] | None = None,
                  on_stopped_leading: Callable[[], None] | None = None,
                  rng: random.Random | None = None) -> None:
@@ -161,7 +161,7 @@ class LeaderElector:
         self.client = client
         self.config = config
         self.identity = identity if identity is not None else default_identity()
-        self.clock: Clock = clock if clock is not None else Clock()
+        self.clock: Clock = clock
         self.metrics = metrics
         self.on_started_leading = on_started_leading
         self.on_stopped_leading = on_stopped_leading

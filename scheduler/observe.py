@@ -18,6 +18,9 @@
   the last one become a series: the second one patches ``series.count``
   onto the first object, later ones only bump the count locally, which is
   written when the series ends or every :data:`SERIES_REFRESH_SECONDS`.
+  Every time an event carries (``eventTime``, the name upstream derives
+  from it, ``series.lastObservedTime``) is the injected clock's ``wall()``,
+  the same time the PodScheduled condition is stamped with.
 
 This module never decides anything about scheduling, and nothing in it may
 slow the scheduling cycle down: metric updates are O(1) and events are
@@ -29,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import math
 import socket
 import ssl
 import time
@@ -169,9 +173,8 @@ class Metrics:
         self.pod_scheduling_sli_duration.labels("15+" if attempts >= 15 else str(attempts)).observe(sli_seconds)
         self.pod_scheduling_attempts.observe(attempts)
 
-    def observe_scheduled(self, qi: Any, profile: str, now: float | None = None) -> None:
-        """``pod_scheduled`` from a QueuedPodInfo (``attempts``, ``initial_attempt`` on the monotonic clock)."""
-        now = time.monotonic() if now is None else now
+    def observe_scheduled(self, qi: Any, profile: str, now: float) -> None:
+        """``pod_scheduled`` from a QueuedPodInfo (``attempts``, ``initial_attempt``), ``now`` on the same clock."""
         start = getattr(qi, "initial_attempt", 0.0) or now
         self.pod_scheduled(max(1, int(getattr(qi, "attempts", 1))), max(0.0, now - start))
 
@@ -366,6 +369,19 @@ def object_reference(obj: Any) -> dict[str, str]:
     return {k: v for k, v in ref.items() if v}        # omitempty, as the Go struct serializes
 
 
+def _wall_ns(clock: Clock) -> int:
+    """``clock.wall()`` in whole nanoseconds, rounded down so its second is the one ``gmtime`` gives.
+
+    The split keeps the fraction exact: a float epoch holds only ~0.2 us, and
+    rounding the product could carry into the next second (and name a
+    different second than the PodScheduled condition stamped from the same
+    wall time).
+    """
+    wall = clock.wall()
+    secs = math.floor(wall)
+    return secs * 1_000_000_000 + min(999_999_999, int((wall - secs) * 1e9))
+
+
 def _micro_time(ns: int) -> str:
     """metav1.MicroTime: RFC 3339 with exactly six fractional digits, UTC."""
     secs, rem = divmod(ns, 1_000_000_000)
@@ -401,7 +417,7 @@ class EventRecorder:
     def __init__(self, create: EventCreate, scheduler_name: str = "tandem-scheduler", *,
                  patch: EventPatch | None = None, hostname: str | None = None,
                  capacity: int = QUEUE_CAPACITY, metrics: Metrics | None = None,
-                 clock_ns: Callable[[], int] = time.time_ns, clock: Clock | None = None,
+                 clock: Clock,
                  finish_seconds: float = SERIES_FINISH_SECONDS,
                  refresh_seconds: float = SERIES_REFRESH_SECONDS, concurrency: int = WRITE_CONCURRENCY,
                  hold_seconds: float | None = None) -> None:
@@ -411,8 +427,9 @@ class EventRecorder:
         self.hostname = hostname if hostname is not None else socket.gethostname()
         self._capacity = capacity
         self._metrics = metrics
-        self._clock_ns = clock_ns
-        self._clock: Clock = clock if clock is not None else Clock()   # series ages and the sweep's timer
+        # the process's one clock: series ages and the sweep's timer (monotonic), and every timestamp an
+        # event carries (its eventTime, the name derived from it, series.lastObservedTime) from its wall()
+        self._clock: Clock = clock
         self._finish = finish_seconds
         self._refresh = refresh_seconds
         # (series key, event, clock() when recorded), oldest first
@@ -482,16 +499,18 @@ class EventRecorder:
         if type_ not in (NORMAL, WARNING):
             log.error("unsupported event type %r; not reporting %s", type_, reason)
             return None
-        ns = self._clock_ns()
-        if ns <= self._last_ns:      # names carry the nanoseconds: keep them unique within this recorder
-            ns = self._last_ns + 1
-        self._last_ns = ns
+        # upstream names an event "<regarding>.<eventTime in hex nanoseconds>"; a clock that has not moved
+        # (a fake one, or a coarse one) would repeat a name, so a repeat takes the next nanosecond. The
+        # eventTime itself stays the clock's.
+        ns = _wall_ns(self._clock)
+        name_ns = ns if ns > self._last_ns else self._last_ns + 1
+        self._last_ns = name_ns
         ref = object_reference(regarding)
         controller = controller or self.scheduler_name
         event: dict[str, Any] = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref.get('name', '')}.{ns:x}", "namespace": ref.get("namespace") or "default"},
+            "metadata": {"name": f"{ref.get('name', '')}.{name_ns:x}", "namespace": ref.get("namespace") or "default"},
             "eventTime": _micro_time(ns),
             "reportingController": controller,
             "reportingInstance": f"{controller}-{self.hostname}",
@@ -605,7 +624,8 @@ class EventRecorder:
             return
         cached.count += 1
         cached.last_observed = now
-        cached.event["series"] = {"count": cached.count, "lastObservedTime": _micro_time(self._clock_ns())}
+        # client-go's recordToSink stamps the repeat with its clock's now when the sink takes it
+        cached.event["series"] = {"count": cached.count, "lastObservedTime": _micro_time(_wall_ns(self._clock))}
         if cached.count == 2:        # the first repeat turns the event into a series at once, as upstream
             self._write_series(key, cached)
         else:

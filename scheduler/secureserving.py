@@ -484,13 +484,12 @@ class SecureServing:
             await self.guard.close()
 
 
-def secure_serving(opts: ServingOptions, client: Reviews | None, clock: Clock | None = None) -> SecureServing:
+def secure_serving(opts: ServingOptions, client: Reviews | None, clock: Clock) -> SecureServing:
     """TLS and the guard for ``opts``; ``client`` asks the reviews (None only with ``insecure``)."""
     if opts.insecure:
         return SecureServing(None, None)
     if client is None:
         raise ValueError("secure serving needs an API client for TokenReview and SubjectAccessReview")
-    clock = clock if clock is not None else Clock()
     ctx, generated = server_ssl_context(opts)
     guard = Guard(TokenReviewer(client, clock, opts.token_ttl),
                   AccessReviewer(client, clock, opts.authorized_ttl, opts.unauthorized_ttl),

@@ -24,6 +24,10 @@ Not on this clock, on purpose: timeouts that bound real I/O (a socket
 exchange in ``transport.py``, the drains at shutdown), which a fake clock
 could never make happen sooner, and durations measured for metrics
 (``time.perf_counter``), which measure work rather than schedule it.
+
+Every constructor that needs time takes the clock as a required argument;
+only the process's entry point (``scheduler/app.py``) builds a real one.
+``tests/unit/test_one_clock.py`` holds ``scheduler/`` and ``plugins/`` to that.
 """
 
 from __future__ import annotations
@@ -180,10 +184,10 @@ class TokenBucket:
 
     __slots__ = ("qps", "burst", "clock", "_tat", "_last", "waited")
 
-    def __init__(self, qps: float, burst: int, clock: Clock | None = None) -> None:
+    def __init__(self, qps: float, burst: int, clock: Clock) -> None:
         self.qps = qps
         self.burst = max(1, int(burst))
-        self.clock = clock if clock is not None else Clock()
+        self.clock = clock
         self._last = self.clock()
         self._tat = self._last        # full
         self.waited = 0.0             # seconds callers were told to wait, in total (metrics)

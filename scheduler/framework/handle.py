@@ -26,13 +26,13 @@ if TYPE_CHECKING:
 
 class Handle:
     def __init__(self, cache: "Cache", client: Any = None, scheduler_name: str = "tandem-scheduler",
-                 events: Any = None, clock: Clock | None = None) -> None:
+                 events: Any = None, *, clock: Clock) -> None:
         self.cache = cache
         self.client = client              # scheduler.apiclient.APIClient (async bind, patch, delete)
         self.scheduler_name = scheduler_name
         self.events = events              # scheduler.observe.EventRecorder
         # the scheduler's one clock: ``clock()`` is now, ``clock.call_later`` and ``clock.sleep`` fire on it
-        self.clock: Clock = clock if clock is not None else Clock()
+        self.clock: Clock = clock
         self.framework: Any = None        # set by the framework that owns this handle
         # set by the scheduler (shared across profiles; read-only for plugins):
         self.pods: dict[str, Any] = {}               # uid -> latest scheduler.model.Pod the informer saw

@@ -11,6 +11,7 @@ import pytest
 from bench.baseline import BaselineBinder
 from bench.simcluster import SimCluster
 from scheduler.apiclient import from_kubeconfig
+from scheduler.framework.clock import Clock
 
 NAME = "baseline-binder"
 
@@ -19,7 +20,7 @@ NAME = "baseline-binder"
 async def cluster(tmp_path):
     kubeconfig = tmp_path / "sim.kubeconfig"
     async with SimCluster(nodes=0, kubeconfig=str(kubeconfig)):
-        client = await from_kubeconfig(str(kubeconfig), qps=0)
+        client = await from_kubeconfig(str(kubeconfig), qps=0, clock=Clock())
         try:
             yield client
         finally:

@@ -16,6 +16,7 @@ from bench.simcluster.resources import lookup
 from scheduler.apiclient import NotFound, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.model import OwnerRef
 from tests.support.waiting import eventually
 
@@ -77,7 +78,7 @@ class WithoutStatefulSets:
 async def test_a_kind_the_server_does_not_serve_is_left_out_with_a_warning(tmp_path, caplog) -> None:
     kc = tmp_path / "kubeconfig"
     async with SimCluster(nodes=0, agent=None, kubeconfig=kc):
-        async with await from_kubeconfig(str(kc), qps=0) as client:
+        async with await from_kubeconfig(str(kc), qps=0, clock=Clock()) as client:
             with caplog.at_level(logging.WARNING, logger="tandem.app"):
                 async with App(parse_config(CONFIG, "<test>"), client=WithoutStatefulSets(client)) as app:
                     names = {inf.name for inf in app.informers}

@@ -30,6 +30,7 @@ from bench.simcluster.resources import lookup
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from tests.integration.test_scheduler import eventually, stays
 
@@ -141,7 +142,7 @@ async def running(tmp_path: Path, cfg: Any, nodes: list[dict[str, Any]]) -> Asyn
     async with SimCluster(nodes=0, agent=agent, kubeconfig=kc) as cluster:
         for n in nodes:
             cluster.store.create(NODES, "", n)
-        async with await from_kubeconfig(str(kc), qps=0) as client:
+        async with await from_kubeconfig(str(kc), qps=0, clock=Clock()) as client:
             async with App(cfg, kubeconfig=str(kc)) as app:
                 assert app.pod_group_controller is not None, "the podgroups CRD is served: status is kept"
                 plugin = app.scheduler.frameworks[SCHED].plugins["GangReadiness"]

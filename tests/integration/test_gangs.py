@@ -38,6 +38,7 @@ from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler import podgroups, preenqueue
 from scheduler.config import SchedulerConfig, parse_config
+from scheduler.framework.clock import Clock
 from tests.integration.test_scheduler import eventually, make_node, make_pod, scheduled_condition, stays
 
 PODS = lookup("", "v1", "pods")
@@ -151,7 +152,7 @@ async def simulated(tmp_path: Path, nodes: list[dict[str, Any]]) -> AsyncIterato
     async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.05, tick=0.01), kubeconfig=kc) as cluster:
         for n in nodes:
             cluster.store.create(NODES, "", n)
-        async with await from_kubeconfig(str(kc), qps=0) as client:
+        async with await from_kubeconfig(str(kc), qps=0, clock=Clock()) as client:
             sim = Sim(cluster, client, kc)
             sim.watch_binds()
             yield sim

@@ -21,6 +21,7 @@ import pytest
 from bench.simcluster import SimCluster
 from bench.simcluster.faults import FaultRule, Faults
 from scheduler.apiclient import APIClient, RetryPolicy, from_kubeconfig
+from scheduler.framework.clock import Clock
 from scheduler.informers import Informer, object_key
 from tests.integration.test_scheduler import eventually
 
@@ -108,7 +109,7 @@ async def cluster(tmp_path):
 @pytest.fixture
 async def client(cluster, tmp_path):
     async with await from_kubeconfig(str(tmp_path / "kc"), qps=0,
-                                     retry=RetryPolicy(attempts=2, base=0.01, cap=0.02)) as c:
+                                     retry=RetryPolicy(attempts=2, base=0.01, cap=0.02), clock=Clock()) as c:
         yield c
 
 
@@ -116,7 +117,7 @@ async def test_initial_list_is_delivered_as_adds_then_synced(cluster, client):
     for name in ("a", "b", "c"):
         await client.create(PODS, pod(name))
     rec = Recorder()
-    async with Informer(client, "/api/v1/pods", name="pods", **rec.handlers(), **FAST) as inf:
+    async with Informer(client, "/api/v1/pods", name="pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert sorted(rec.log) == [("add", f"default/{n}", rv) for n, rv in
                                    sorted((k.split("/")[1], int(v)) for k, v in (await server_versions(client)).items())]
@@ -127,7 +128,7 @@ async def test_initial_list_is_delivered_as_adds_then_synced(cluster, client):
 
 
 async def test_cluster_scoped_objects_are_keyed_by_name(cluster, client):
-    async with Informer(client, "/api/v1/nodes", **FAST) as inf:
+    async with Informer(client, "/api/v1/nodes", clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert set(inf.store) == {"node-0", "node-1"}
 
@@ -135,7 +136,7 @@ async def test_cluster_scoped_objects_are_keyed_by_name(cluster, client):
 async def test_later_changes_arrive_in_order(cluster, client):
     await client.create(PODS, pod("a"))
     rec = Recorder()
-    async with Informer(client, "/api/v1/pods", **rec.handlers(), **FAST) as inf:
+    async with Informer(client, "/api/v1/pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         rec.log.clear()
         b = await client.create(PODS, pod("b"))
@@ -157,7 +158,7 @@ async def test_later_changes_arrive_in_order(cluster, client):
 async def test_a_recreated_name_is_a_delete_and_an_add(cluster, client):
     await client.create(PODS, pod("a"))
     rec = Recorder()
-    async with Informer(client, "/api/v1/pods", **rec.handlers(), **FAST) as inf:
+    async with Informer(client, "/api/v1/pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         rec.log.clear()
         await client.delete(f"{PODS}/a")
@@ -170,12 +171,12 @@ async def test_a_recreated_name_is_a_delete_and_an_add(cluster, client):
 async def test_relist_after_410_reconciles_what_happened_while_the_watch_was_down(tmp_path):
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", bookmark_interval=3600) as cluster:
         async with await from_kubeconfig(str(tmp_path / "kc"), qps=0,
-                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02)) as client:
+                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02), clock=Clock()) as client:
             for name in ("gone", "changed", "same", "reborn"):
                 await client.create(PODS, pod(name))
             rec = Recorder()
             # watches end every second, so the test need not wait minutes for one to end
-            inf = Informer(client, "/api/v1/pods", **rec.handlers(), watch_timeout=(1, 1), **FAST)
+            inf = Informer(client, "/api/v1/pods", **rec.handlers(), watch_timeout=(1, 1), clock=client.clock, **FAST)
             async with inf:
                 await asyncio.wait_for(inf.synced.wait(), 5)
                 before = {k: o for k, o in inf.store.items()}
@@ -208,9 +209,10 @@ async def test_410_on_resume_after_an_error_relists(tmp_path):
     # the watch window is tiny: by the time the informer reconnects, its resourceVersion is out of it
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", watch_window=4) as cluster:
         async with await from_kubeconfig(str(tmp_path / "kc"), qps=0,
-                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02)) as client:
+                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02), clock=Clock()) as client:
             rec = Recorder()
-            async with Informer(client, "/api/v1/pods", **rec.handlers(), watch_timeout=(1, 1), **FAST) as inf:
+            async with Informer(client, "/api/v1/pods", **rec.handlers(), watch_timeout=(1, 1), clock=client.clock,
+                                **FAST) as inf:
                 await asyncio.wait_for(inf.synced.wait(), 5)
                 cluster.faults.rules = [FaultRule(verb="watch", resource="pods", error_rate=1.0)]
                 await eventually(lambda: cluster.server._watch_count == 0)
@@ -227,11 +229,11 @@ async def test_watch_dropped_every_second_with_continuous_writes_loses_nothing(t
     faults = Faults(watch_drop_interval=1.0)
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", faults=faults,
                           watch_window=window):
-        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0) as client:
+        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0, clock=Clock()) as client:
             for i in range(20):
                 await client.create(PODS, pod(f"seed{i}"))
             rec = Recorder()
-            async with Informer(client, "/api/v1/pods", **rec.handlers(), **FAST) as inf:
+            async with Informer(client, "/api/v1/pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
                 await asyncio.wait_for(inf.synced.wait(), 5)
                 rng = random.Random(7)
                 alive = [f"seed{i}" for i in range(20)]
@@ -265,10 +267,10 @@ async def test_server_errors_on_list_are_retried(tmp_path):
     faults = Faults(rules=[FaultRule(verb="list", resource="pods", error_rate=1.0, error_code=503)])
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", faults=faults) as cluster:
         async with await from_kubeconfig(str(tmp_path / "kc"), qps=0,
-                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02)) as client:
+                                         retry=RetryPolicy(attempts=2, base=0.01, cap=0.02), clock=Clock()) as client:
             await client.create(PODS, pod("a"))
             rec = Recorder()
-            async with Informer(client, "/api/v1/pods", **rec.handlers(), **FAST) as inf:
+            async with Informer(client, "/api/v1/pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
                 await asyncio.sleep(0.5)
                 assert not inf.synced.is_set()
                 assert client.counts["list", "503"] >= 4, "the client retried, then the informer did"
@@ -282,8 +284,8 @@ async def test_flaky_list_is_absorbed_by_client_retries(tmp_path):
     faults = Faults(rules=[FaultRule(verb="list", resource="pods", error_rate=0.5, error_code=500)], seed=3)
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", faults=faults):
         async with await from_kubeconfig(str(tmp_path / "kc"), qps=0,
-                                         retry=RetryPolicy(attempts=10, base=0.01, cap=0.02)) as client:
-            async with Informer(client, "/api/v1/nodes", **FAST) as inf:
+                                         retry=RetryPolicy(attempts=10, base=0.01, cap=0.02), clock=Clock()) as client:
+            async with Informer(client, "/api/v1/nodes", clock=client.clock, **FAST) as inf:
                 await asyncio.wait_for(inf.synced.wait(), 5)
                 assert set(inf.store) == {"node-0"}
 
@@ -292,7 +294,7 @@ async def test_paged_list_gets_everything(cluster, client):
     for i in range(23):
         await client.create(PODS, pod(f"p{i}"))
     rec = Recorder()
-    async with Informer(client, "/api/v1/pods", **rec.handlers(), page_size=5, **FAST) as inf:
+    async with Informer(client, "/api/v1/pods", **rec.handlers(), page_size=5, clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert len(rec.objects) == 23
         assert client.counts["list", "200"] == 5
@@ -304,7 +306,8 @@ async def test_label_selector_is_applied_to_list_and_watch(cluster, client):
     await client.create(PODS, pod("mine", team="a"))
     await client.create(PODS, pod("theirs", team="b"))
     rec = Recorder()
-    async with Informer(client, "/api/v1/pods", {"labelSelector": "team=a"}, **rec.handlers(), **FAST) as inf:
+    async with Informer(client, "/api/v1/pods", {"labelSelector": "team=a"}, **rec.handlers(), clock=client.clock,
+                        **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
         assert set(inf.store) == {"default/mine"}
         await client.patch(f"{PODS}/theirs", {"metadata": {"labels": {"team": "a"}}})  # starts matching: an add
@@ -321,7 +324,7 @@ async def test_a_raising_handler_does_not_stop_the_informer(cluster, client, cap
         if obj["metadata"]["name"] == "bad":
             raise ValueError("cannot stand this pod")
 
-    inf = Informer(client, "/api/v1/pods", on_add=picky, **FAST)
+    inf = Informer(client, "/api/v1/pods", on_add=picky, clock=client.clock, **FAST)
     inf.add_handlers(**rec.handlers())
     with caplog.at_level(logging.ERROR, logger="tandem.informers"):
         async with inf:
@@ -338,7 +341,7 @@ async def test_a_raising_handler_does_not_stop_the_informer(cluster, client, cap
 
 async def test_stop_ends_cleanly_and_no_events_follow(cluster, client):
     rec = Recorder()
-    inf = Informer(client, "/api/v1/pods", **rec.handlers(), **FAST)
+    inf = Informer(client, "/api/v1/pods", **rec.handlers(), clock=client.clock, **FAST)
     await inf.stop()  # before start: nothing to do
     inf.start()
     with pytest.raises(RuntimeError):
@@ -359,8 +362,9 @@ async def test_stop_ends_cleanly_and_no_events_follow(cluster, client):
 async def test_stop_while_backing_off(tmp_path):
     faults = Faults(rules=[FaultRule(verb="list", resource="*", error_rate=1.0)])
     async with SimCluster(agent=None, kubeconfig=tmp_path / "kc", faults=faults):
-        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0, retry=RetryPolicy(attempts=1)) as client:
-            inf = Informer(client, "/api/v1/nodes", backoff=(30, 30))
+        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0, retry=RetryPolicy(attempts=1),
+                                         clock=Clock()) as client:
+            inf = Informer(client, "/api/v1/nodes", backoff=(30, 30), clock=client.clock)
             inf.start()
             await asyncio.sleep(0.2)
             t = time.monotonic()
@@ -371,8 +375,8 @@ async def test_stop_while_backing_off(tmp_path):
 
 async def test_bookmarks_move_the_resource_version(tmp_path):
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc", bookmark_interval=0.2):
-        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0) as client:
-            async with Informer(client, "/api/v1/pods", **FAST) as inf:
+        async with await from_kubeconfig(str(tmp_path / "kc"), qps=0, clock=Clock()) as client:
+            async with Informer(client, "/api/v1/pods", clock=client.clock, **FAST) as inf:
                 await asyncio.wait_for(inf.synced.wait(), 5)
                 start = int(inf.last_rv)
                 await client.create("/api/v1/namespaces", {"metadata": {"name": "other"}})  # not a pod

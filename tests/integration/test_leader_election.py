@@ -39,6 +39,7 @@ from bench.simcluster.resources import lookup
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from tests.integration.test_scheduler import BASE_CONFIG, NS, eventually, make_node, make_pod
 
 REPO = Path(__file__).resolve().parents[2]
@@ -147,10 +148,11 @@ class Tap:
 async def replica(kubeconfig: Path, identity: str) -> AsyncIterator[tuple[App, Tap]]:
     """An App with a client of its own (and one for its lease, as kube-scheduler's), named ``identity``."""
     cfg = parse_config(CONFIG_DOC, "<test>")
-    async with await from_kubeconfig(str(kubeconfig), qps=cfg.client_qps, burst=cfg.client_burst) as client, \
-            await from_kubeconfig(str(kubeconfig), qps=0) as lease_client:
+    clock = Clock()        # the replica's one clock: its clients, its elector, its scheduler
+    async with await from_kubeconfig(str(kubeconfig), qps=cfg.client_qps, burst=cfg.client_burst, clock=clock) as client, \
+            await from_kubeconfig(str(kubeconfig), qps=0, clock=clock) as lease_client:
         tap = Tap(client)
-        async with App(cfg, client=tap, lease_client=lease_client, identity=identity) as app:
+        async with App(cfg, client=tap, lease_client=lease_client, identity=identity, clock=clock) as app:
             yield app, tap
 
 

@@ -40,6 +40,7 @@ from bench.simcluster.store import DELETED, MATCH_ALL, Dropped
 from scheduler.apiclient import APIClient, RetryPolicy, from_kubeconfig
 from scheduler.app import App
 from scheduler.config import SchedulerConfig, parse_config
+from scheduler.framework.clock import Clock
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
@@ -232,11 +233,11 @@ async def running(tmp_path: Path, nodes: list[dict[str, Any]] = (), cfg: Schedul
             cluster.store.create(NODES, "", n)
         cfg = cfg or config()
         async with contextlib.AsyncExitStack() as stack:
-            client = await stack.enter_async_context(await from_kubeconfig(str(kc), qps=0))
+            client = await stack.enter_async_context(await from_kubeconfig(str(kc), qps=0, clock=Clock()))
             sched_client = None
             if retry is not None:
                 sched_client = await stack.enter_async_context(await from_kubeconfig(
-                    str(kc), qps=cfg.client_qps, burst=cfg.client_burst, retry=retry))
+                    str(kc), qps=cfg.client_qps, burst=cfg.client_burst, retry=retry, clock=Clock()))
             env = Env(cluster, None, client)  # type: ignore[arg-type]
             record_binds(env)
             async with App(cfg, kubeconfig=str(kc), client=sched_client) as app:

@@ -42,7 +42,7 @@ from scheduler.apiclient import (
     Unreachable,
     from_kubeconfig,
 )
-from scheduler.framework.clock import FakeClock
+from scheduler.framework.clock import Clock, FakeClock
 
 FAST_RETRY = RetryPolicy(attempts=3, base=0.01, cap=0.02)
 
@@ -117,6 +117,7 @@ def make_client(url: str, **kwargs: Any) -> APIClient:
     cfg = k8s_client.Configuration(host=url)
     kwargs.setdefault("qps", 0)
     kwargs.setdefault("retry", FAST_RETRY)
+    kwargs.setdefault("clock", Clock())   # real: FAST_RETRY's delays pass while the fake server answers
     return APIClient(cfg, **kwargs)
 
 
@@ -358,7 +359,7 @@ POD = {"metadata": {"name": "p"}, "spec": {"schedulerName": "tandem-scheduler",
 @pytest.fixture
 async def sim(tmp_path):
     async with SimCluster(nodes=2, agent=None, kubeconfig=tmp_path / "kubeconfig") as cluster:
-        async with await from_kubeconfig(str(tmp_path / "kubeconfig"), qps=0) as c:
+        async with await from_kubeconfig(str(tmp_path / "kubeconfig"), qps=0, clock=Clock()) as c:
             yield cluster, c
 
 
@@ -485,7 +486,7 @@ def _write_kubeconfig(path: Path, server: str, user: dict[str, Any], cluster_ext
 
 async def test_kubeconfig_token_is_sent_as_bearer(fake, tmp_path):
     path = _write_kubeconfig(tmp_path / "kc", fake.url, {"token": "s3cret"})
-    async with await from_kubeconfig(path, qps=7, burst=3) as c:
+    async with await from_kubeconfig(path, qps=7, burst=3, clock=Clock()) as c:
         await c.get("/version")
         assert (c.bucket.qps, c.bucket.burst) == (7, 3)
     assert fake.requests[0][2]["Authorization"] == "Bearer s3cret"
@@ -494,7 +495,7 @@ async def test_kubeconfig_token_is_sent_as_bearer(fake, tmp_path):
 
 async def test_kubeconfig_of_the_simulated_cluster_works(tmp_path):
     async with SimCluster(nodes=1, agent=None, kubeconfig=tmp_path / "kc") as cluster:
-        async with await from_kubeconfig(str(tmp_path / "kc")) as c:
+        async with await from_kubeconfig(str(tmp_path / "kc"), clock=Clock()) as c:
             assert c.host == cluster.url
             assert (await c.get("/api/v1/nodes/node-0"))["metadata"]["name"] == "node-0"
 
@@ -503,13 +504,13 @@ async def test_no_path_and_not_in_cluster_is_a_clear_error(monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     with pytest.raises(ConfigError, match="not running inside a cluster"):
-        await from_kubeconfig(None)
+        await from_kubeconfig(None, clock=Clock())
 
 
 async def test_no_path_uses_kubeconfig_env(fake, tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", _write_kubeconfig(tmp_path / "kc", fake.url, {"token": "t"}))
-    async with await from_kubeconfig(None) as c:
+    async with await from_kubeconfig(None, clock=Clock()) as c:
         assert c.host == fake.url
 
 
@@ -529,14 +530,14 @@ async def test_in_cluster_config_reads_the_service_account(tmp_path, monkeypatch
 
 async def test_missing_kubeconfig_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="no such file"):
-        await from_kubeconfig(str(tmp_path / "nope"))
+        await from_kubeconfig(str(tmp_path / "nope"), clock=Clock())
 
 
 async def test_broken_kubeconfig_is_a_clear_error(tmp_path):
     p = tmp_path / "kc"
     p.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nope\n")
     with pytest.raises(ConfigError, match=str(p)):
-        await from_kubeconfig(str(p))
+        await from_kubeconfig(str(p), clock=Clock())
 
 
 # ---------------------------------------------------------------------------- TLS
@@ -588,7 +589,7 @@ async def test_https_with_ca_and_client_certificate(tls_server, tmp_path):
     path = _write_kubeconfig(tmp_path / "kc", url,
                              {"client-certificate": str(pki / "client.crt"), "client-key": str(pki / "client.key")},
                              {"certificate-authority": str(pki / "ca.crt")})
-    async with await from_kubeconfig(path) as c:
+    async with await from_kubeconfig(path, clock=Clock()) as c:
         assert (await c.get("/version"))["status"] == "Success"
     peer, auth = seen[0]
     assert dict(x[0] for x in peer["subject"])["commonName"] == "tandem-scheduler"
@@ -599,7 +600,7 @@ async def test_https_with_token_and_ca(tls_server, tmp_path):
     url, pki, seen = tls_server
     path = _write_kubeconfig(tmp_path / "kc", url, {"token": "tls-token"},
                              {"certificate-authority": str(pki / "ca.crt")})
-    async with await from_kubeconfig(path) as c:
+    async with await from_kubeconfig(path, clock=Clock()) as c:
         await c.get("/version")
     assert seen[0] == (None, "Bearer tls-token")
 
@@ -607,7 +608,7 @@ async def test_https_with_token_and_ca(tls_server, tmp_path):
 async def test_https_with_an_unknown_ca_is_unreachable(tls_server, tmp_path):
     url, _, _ = tls_server
     path = _write_kubeconfig(tmp_path / "kc", url, {"token": "t"})
-    async with await from_kubeconfig(path, retry=apiclient.NO_RETRY) as c:
+    async with await from_kubeconfig(path, retry=apiclient.NO_RETRY, clock=Clock()) as c:
         with pytest.raises(Unreachable, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
             await c.get("/version")
 
@@ -615,7 +616,7 @@ async def test_https_with_an_unknown_ca_is_unreachable(tls_server, tmp_path):
 async def test_https_insecure_skip_tls_verify(tls_server, tmp_path):
     url, _, seen = tls_server
     path = _write_kubeconfig(tmp_path / "kc", url, {"token": "t"}, {"insecure-skip-tls-verify": True})
-    async with await from_kubeconfig(path) as c:
+    async with await from_kubeconfig(path, clock=Clock()) as c:
         await c.get("/version")
     assert len(seen) == 1
 
@@ -623,7 +624,7 @@ async def test_https_insecure_skip_tls_verify(tls_server, tmp_path):
 async def test_a_configured_proxy_sends_everything_through_aiohttp_which_honours_it():
     cfg = k8s_client.Configuration(host="https://10.0.0.1:6443")
     cfg.proxy = "http://proxy.internal:3128"
-    c = APIClient(cfg)
+    c = APIClient(cfg, clock=FakeClock())
     assert c.transport is None and c._request_kw["proxy"] == "http://proxy.internal:3128"
     await c.close()
     direct = make_client("https://10.0.0.1:6443/k8s/clusters/c-1")
@@ -635,4 +636,4 @@ async def test_a_configured_proxy_sends_everything_through_aiohttp_which_honours
 @pytest.mark.parametrize("host, word", [("https://10.0.0.1:port", "port"), ("https://:6443", "no host")])
 async def test_an_api_server_address_that_cannot_be_dialled_is_a_config_error(host, word):
     with pytest.raises(apiclient.ConfigError, match=word):
-        APIClient(k8s_client.Configuration(host=host))
+        APIClient(k8s_client.Configuration(host=host), clock=FakeClock())

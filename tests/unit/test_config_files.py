@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.config import SchedulerConfig, load_config
+from scheduler.framework.clock import FakeClock
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
@@ -169,7 +170,7 @@ def test_spread_file_puts_the_next_replica_on_the_fullest_node_without_one_past_
         cache.add_node(node(name, zone, taints))
     for p in (pod("web-1", "a1"), pod("web-2", "b1"), pod("web-3", "c1"), pod("batch", "c2", app="batch", cpu="2")):
         cache.add_pod(p)
-    handle = Handle(cache)
+    handle = Handle(cache, clock=FakeClock())
     handle.spread_selectors = Selectors()  # type: ignore[attr-defined]
     fw = Framework(_load("spread.yaml").profiles[0], handle)
     incoming, state = pod("web-4"), CycleState()

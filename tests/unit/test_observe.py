@@ -19,7 +19,7 @@ from tests.support.waiting import eventually
 
 POD = Pod(uid="uid-1", namespace="team", name="web-0", resource_version="42")
 NODE = Node(name="node-a", uid="node-uid")
-T0 = 1_700_000_000_123_456_789          # 2023-11-14T22:13:20.123456789Z
+T0 = 1_700_000_000.123456               # wall seconds at the fake clock's start: 2023-11-14T22:13:20.123456Z
 
 
 # ---------------------------------------------------------------------------- metrics
@@ -270,30 +270,30 @@ class NotFound(Exception):
     status = 404
 
 
-class Clock(FakeClock):
-    """The scheduler's clock, plus the nanosecond wall time events are named and stamped with."""
-
-    def __init__(self) -> None:
-        super().__init__(100.0)
-        self.ns = T0
-
-    def time_ns(self) -> int:
-        return self.ns
+def Clock() -> FakeClock:
+    """The scheduler's one clock: series windows on its monotonic time, every timestamp from its wall()."""
+    return FakeClock(100.0, wall_start=T0)
 
 
-def recorder(sink: Sink, clock: Clock | None = None, **kw: Any) -> EventRecorder:
-    clock = clock or Clock()
+def recorder(sink: Sink, clock: FakeClock | None = None, **kw: Any) -> EventRecorder:
     return EventRecorder(sink.create, "tandem-scheduler", patch=sink.patch, hostname="host-1",
-                         clock_ns=clock.time_ns, clock=clock, **kw)
+                         clock=clock or Clock(), **kw)
+
+
+def name_ns(event: dict[str, Any]) -> int:
+    """The nanoseconds upstream's recorder puts in an event's name ("<regarding>.<hex ns>")."""
+    return int(event["metadata"]["name"].rsplit(".", 1)[1], 16)
 
 
 def test_a_scheduled_event_looks_like_kube_schedulers() -> None:
     ev = recorder(Sink()).make_event(POD, None, NORMAL, SCHEDULED_REASON, BINDING,
                                      "Successfully assigned team/web-0 to node-a")
+    assert ev["metadata"]["name"].startswith("web-0.") and abs(name_ns(ev) - T0 * 1e9) < 1_000, \
+        "named after the regarding object and the clock's wall time in nanoseconds"
     assert ev == {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
-        "metadata": {"name": f"web-0.{T0:x}", "namespace": "team"},
+        "metadata": {"name": ev["metadata"]["name"], "namespace": "team"},
         "eventTime": "2023-11-14T22:13:20.123456Z",
         "reportingController": "tandem-scheduler",
         "reportingInstance": "tandem-scheduler-host-1",
@@ -344,11 +344,30 @@ def test_an_unknown_event_type_is_dropped() -> None:
     assert rec.pending == 0
 
 
-def test_event_names_stay_unique_within_one_nanosecond() -> None:
+def test_event_names_stay_unique_on_a_clock_that_does_not_move() -> None:
     rec = recorder(Sink())
-    a = rec.make_event(POD, None, NORMAL, "A", "B", "c")
-    b = rec.make_event(POD, None, NORMAL, "A", "B", "c")
-    assert a["metadata"]["name"] != b["metadata"]["name"]
+    a, b, c = (rec.make_event(POD, None, NORMAL, "A", "B", "c") for _ in range(3))
+    assert len({e["metadata"]["name"] for e in (a, b, c)}) == 3
+    assert name_ns(a) < name_ns(b) < name_ns(c), "a repeat takes the next nanosecond: names still sort by time"
+    assert a["eventTime"] == b["eventTime"] == c["eventTime"], "the eventTime is the clock's, not the name's"
+
+
+async def test_event_time_name_and_series_follow_the_injected_clock() -> None:
+    # 2026-01-01T00:00:00Z on a fake clock: far from the machine's clock, so any read of it shows
+    sink, clock = Sink(), FakeClock(500.0, wall_start=1_767_225_600.0)
+    rec = recorder(sink, clock)
+    rec.start()
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "first")
+    await eventually(lambda: len(sink.created) == 1, "the first event to be written")
+    clock.advance(12.5)
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "again")   # count 2: patched at once
+    await eventually(lambda: len(sink.patched) == 1, "the series to be patched")
+    (first,) = sink.created
+    assert first["eventTime"] == "2026-01-01T00:00:00.000000Z"
+    assert name_ns(first) == 1_767_225_600 * 10**9
+    ((_, patch),) = sink.patched
+    assert patch["series"] == {"count": 2, "lastObservedTime": "2026-01-01T00:00:12.500000Z"}
+    await rec.stop()
 
 
 async def test_recording_never_blocks_and_drops_the_oldest_when_full() -> None:
@@ -399,7 +418,7 @@ async def test_a_series_patch_waits_for_the_create_of_its_first_object() -> None
         order.append("patch")
         return await patch(event, p)
 
-    rec = EventRecorder(tracked_create, "tandem-scheduler", patch=tracked_patch, hostname="h")
+    rec = EventRecorder(tracked_create, "tandem-scheduler", patch=tracked_patch, hostname="h", clock=FakeClock())
     rec.start()
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")   # count 2: patched at once
@@ -452,7 +471,6 @@ async def test_repeats_become_a_series_on_the_first_object() -> None:
     rec = recorder(sink, clock)
     rec.start()
     for i in range(4):
-        clock.ns += 1000
         clock.advance(1)
         rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, f"0/3 nodes are available: attempt {i}")
         await asyncio.sleep(0)
@@ -482,7 +500,6 @@ async def test_a_repeat_after_the_series_window_is_a_new_event() -> None:
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
     await asyncio.sleep(0)
     clock.advance(61)
-    clock.ns += 61 * 10**9
     rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "n")
     await rec.stop()
     assert len(sink.created) == 2 and sink.patched == []

@@ -18,6 +18,7 @@ from scheduler.config import POINTS as CONFIG_FIELDS
 from scheduler.config import Profile
 from scheduler.framework import Handle, Status, register
 from scheduler.framework import interface as fi
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from scheduler.framework.runtime import Framework
 
@@ -138,7 +139,7 @@ def test_framework_refuses_a_plugin_that_reached_the_registry_without_register(
     monkeypatch.setitem(REGISTRY, "TestDeclared", cls)
     profile = Profile(scheduler_name="test", plugins={"filter": ["TestDeclared"]}, weights={}, plugin_args={})
     with pytest.raises(TypeError, match=message):
-        Framework(profile, Handle(Cache(), scheduler_name="test"))
+        Framework(profile, Handle(Cache(), scheduler_name="test", clock=FakeClock()))
 
 
 @pytest.mark.parametrize("cls", [
@@ -194,7 +195,7 @@ def test_framework_lists_come_from_declarations(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(REGISTRY, "TestDeclaredAll", declared)
     profile = Profile(scheduler_name="test", plugins={"filter": ["TestDeclaredAll"], "score": ["TestDeclaredAll"]},
                       weights={}, plugin_args={})
-    fw = Framework(profile, Handle(Cache(), scheduler_name="test"))
+    fw = Framework(profile, Handle(Cache(), scheduler_name="test", clock=FakeClock()))
     p = fw.plugins["TestDeclaredAll"]
     assert fw.filter_plugins == [p] and fw.score_plugins == [p]
     assert fw.enqueue_extensions == [p] and fw.background_plugins == [p] and fw.gang is p

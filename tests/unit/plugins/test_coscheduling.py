@@ -156,7 +156,7 @@ class Info:
 
 def test_registered_and_serves_every_gang_extension_point() -> None:
     assert REGISTRY["Coscheduling"] is Coscheduling
-    plugin = Coscheduling(None, Handle(Cache()))
+    plugin = Coscheduling(None, Handle(Cache(), clock=FakeClock()))
     for proto in (fi.PreEnqueuePlugin, fi.QueueSortPlugin, fi.PreFilterPlugin, fi.PostFilterPlugin,
                   fi.ReservePlugin, fi.PermitPlugin, fi.EnqueueExtensions, fi.GangPlugin):
         assert isinstance(plugin, proto), proto.__name__

@@ -40,6 +40,7 @@ from plugins.default_preemption import (
 from scheduler.cache import Cache
 from scheduler.config import parse_config
 from scheduler.framework import Code, ConfigError, CycleState, FilterResult, Handle, Status, parse_args, register
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import PostFilterResult
 from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.model import (
@@ -306,7 +307,7 @@ def cluster(nodes: list[dict[str, Any]], pods: Any = (), pdbs: Any = (), groups:
         prof["pluginConfig"] = [{"name": "DefaultPreemption", "args": args}]
     (config,) = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                               "profiles": [prof]}).profiles
-    handle = Handle(cache, scheduler_name="tandem-scheduler")
+    handle = Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock())
     handle.preemption = FakePreemption()
     handle.pdbs = {b.key: b for b in pdbs}
     handle.seed = seed
@@ -873,7 +874,7 @@ def test_pre_enqueue_holds_the_preemptor_until_its_evictions_end() -> None:
 
 
 def test_without_an_eviction_executor_nothing_is_held() -> None:
-    handle = Handle(Cache())
+    handle = Handle(Cache(), clock=FakeClock())
     assert DefaultPreemption(None, handle).pre_enqueue(pod("p", HIGH)).is_success()
 
 

@@ -25,6 +25,7 @@ from plugins.inter_pod_affinity import (
 from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.runtime import Framework
 from scheduler.model import Pod, parse_node, parse_pod
 
@@ -121,7 +122,7 @@ def make_cache(nodes: dict[str, dict[str, str]], placed: Any = ()) -> Cache:
 
 
 def plugin(cache: Cache, **args: Any) -> InterPodAffinity:
-    return InterPodAffinity(parse_args(InterPodAffinityArgs, args, "args"), Handle(cache))
+    return InterPodAffinity(parse_args(InterPodAffinityArgs, args, "args"), Handle(cache, clock=FakeClock()))
 
 
 def run_filter(pl: InterPodAffinity, pod: Pod, cache: Cache) -> dict[str, str | None] | str:
@@ -1193,7 +1194,7 @@ def test_filter_and_score_equal_a_walk_over_the_placed_pods(nodes: dict[str, dic
             cache.add_pod(p)
     incoming_raw["metadata"].update(name="p", uid="p")
     pod = parse_pod(incoming_raw)
-    pl = InterPodAffinity(InterPodAffinityArgs(hard_weight, ignore_existing), Handle(cache))
+    pl = InterPodAffinity(InterPodAffinityArgs(hard_weight, ignore_existing), Handle(cache, clock=FakeClock()))
 
     want_filter, want_score = reference(incoming_raw, placed_raw, nodes, hard_weight, ignore_existing)
     assert run_filter(pl, pod, cache) == want_filter
@@ -1249,7 +1250,7 @@ def test_add_pod_and_remove_pod_equal_a_prefilter_with_the_pod_added_or_removed(
         cache.add_pod(placed[-1])
     incoming_raw["metadata"].update(name="p", uid="p")
     pod = parse_pod(incoming_raw)
-    pl = InterPodAffinity(InterPodAffinityArgs(), Handle(cache))
+    pl = InterPodAffinity(InterPodAffinityArgs(), Handle(cache, clock=FakeClock()))
     names = list(nodes)
     for i, p in enumerate(placed):
         check_update(pl, pod, cache, p, add=False)
@@ -1270,7 +1271,7 @@ def test_the_default_profile_filters_and_scores_with_it() -> None:
                                    "status": {"allocatable": alloc}}))
     cache.add_pod(make_pod("web-1", labels={"app": "web"}, node="a"))
     cache.add_pod(make_pod("db-1", labels={"app": "db"}, node="d"))
-    fw = Framework(profile, Handle(cache, scheduler_name=profile.scheduler_name))
+    fw = Framework(profile, Handle(cache, scheduler_name=profile.scheduler_name, clock=FakeClock()))
     pod = make_pod(labels={"app": "web"}, anti=[term("zone", labels={"app": "web"})],
                    preferred=[weighted(100, term("zone", labels={"app": "db"}))])
     state = CycleState()

@@ -20,6 +20,7 @@ from plugins.node_resources_balanced_allocation import (
 )
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, Handle, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import EnqueueExtensions, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import parse_node, parse_pod
@@ -60,7 +61,8 @@ def cluster(nodes: list[dict[str, Any]], pods: tuple[Any, ...] = ()) -> Cache:
 
 def plugin(cache: Cache, resources: list[str] | None = None) -> NodeResourcesBalancedAllocation:
     raw = None if resources is None else {"resources": [{"name": r, "weight": 1} for r in resources]}
-    return NodeResourcesBalancedAllocation(parse_args(NodeResourcesBalancedAllocationArgs, raw, "args"), Handle(cache))
+    return NodeResourcesBalancedAllocation(parse_args(NodeResourcesBalancedAllocationArgs, raw, "args"),
+                                           Handle(cache, clock=FakeClock()))
 
 
 def run_score(cache: Cache, p: Any, resources: list[str] | None = None) -> dict[str, int]:

@@ -23,6 +23,7 @@ from scheduler.cache import Cache
 from scheduler.framework import (
     ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args,
 )
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import EnqueueExtensions, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import parse_node, parse_pod
@@ -83,7 +84,7 @@ def cluster(nodes: list[dict[str, Any]], pods: tuple[Any, ...] = ()) -> Cache:
 
 
 def plugin(cache: Cache, args: dict[str, Any] | None = None) -> NodeResourcesFit:
-    return NodeResourcesFit(parse_args(NodeResourcesFitArgs, args or {}, "args"), Handle(cache))
+    return NodeResourcesFit(parse_args(NodeResourcesFitArgs, args or {}, "args"), Handle(cache, clock=FakeClock()))
 
 
 def run_filter(cache: Cache, p: Any, args: dict[str, Any] | None = None) -> dict[str, list[tuple[str, Code]]]:

@@ -25,6 +25,7 @@ from plugins.pod_topology_spread import (
 from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.runtime import Framework
 from scheduler.model import LabelSelector, Node, Pod, parse_label_selector, parse_node, parse_pod
 
@@ -123,7 +124,7 @@ def cluster(nodes: list[dict[str, Any]], pods: list[Pod] = ()) -> Cache:  # type
 def plugin(cache: Cache, args: dict[str, Any] | None = None, selectors: Any = None) -> PodTopologySpread:
     """The plugin over ``cache``; by default with ``defaultingType: List`` and no default constraints, as
     upstream's filtering and scoring tests set it up."""
-    handle = Handle(cache)
+    handle = Handle(cache, clock=FakeClock())
     if selectors is not None:
         handle.spread_selectors = selectors  # type: ignore[attr-defined]
     raw = {"defaultingType": "List"} if args is None else args
@@ -462,7 +463,7 @@ def test_a_full_domain_still_counts_toward_the_global_minimum() -> None:
     nodes = [n("a", {"zone": "zone1"}), n("b", {"zone": "zone2"}), n("c", {"zone": "zone3"}, cpu="1")]
     pods = [placed("p-a", "a", foo=""), placed("p-b", "b", foo=""), pod("filler", node="c", cpu="1")]
     cache = cluster(nodes, pods)
-    fw = Framework(load_config(None).profiles[0], Handle(cache))
+    fw = Framework(load_config(None).profiles[0], Handle(cache, clock=FakeClock()))
     p = pod(foo="", cpu="500m", constraints=[spread(1, "zone")])
     state = CycleState()
     rows, st, diag = fw.run_pre_filter(state, p)

@@ -11,6 +11,7 @@ from plugins.volume_binding import (
 )
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, Handle, QueueingHint, parse_args
+from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pv, parse_pvc
 from tests.unit.plugins.volumes import volume_cache
 
@@ -75,7 +76,7 @@ class Env:
     def __init__(self, pvcs: tuple[dict[str, Any], ...] = (), pvs: tuple[dict[str, Any], ...] = (),
                  classes: tuple[dict[str, Any], ...] = ()) -> None:
         self.cache = volume_cache(NODES, pvcs, pvs, classes)
-        self.plugin = VolumeBinding(None, Handle(self.cache))
+        self.plugin = VolumeBinding(None, Handle(self.cache, clock=FakeClock()))
 
     def run(self, p: Any) -> tuple[Code, str, dict[str, str | None]]:
         """PreFilter's code and message, then each node's Filter verdict (None: fits) when Filter runs."""
@@ -192,7 +193,7 @@ def test_a_changed_volume_is_compiled_again() -> None:
                  QueueingHint.SKIP, id="a claim of that name in another namespace"),
 ])
 def test_a_claim_event_requeues_only_the_pods_using_it(new: Any, want: int) -> None:
-    (hint,) = [e.hint for e in VolumeBinding(None, Handle(Cache())).events_to_register()
+    (hint,) = [e.hint for e in VolumeBinding(None, Handle(Cache(), clock=FakeClock())).events_to_register()
                if e.event.resource == "PersistentVolumeClaim"]
     assert hint(pod(claim_vol("data"), ephemeral_vol()), None, new) == want
 

@@ -10,6 +10,7 @@ from plugins.volume_restrictions import (
     DISK_CONFLICTS_NOT_CHECKED, ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT, VolumeRestrictions,
 )
 from scheduler.framework import ActionType, ClusterEvent, Code, CycleState, Handle, QueueingHint, Resource
+from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pvc
 from tests.unit.plugins.volumes import volume_cache
 
@@ -42,7 +43,7 @@ def run(p: Any, placed: tuple[Any, ...] = ()) -> tuple[Code, str, str | None]:
     cache = volume_cache(NODES, CLAIMS)
     for q in placed:
         cache.add_pod(q)
-    plugin = VolumeRestrictions(None, Handle(cache))
+    plugin = VolumeRestrictions(None, Handle(cache, clock=FakeClock()))
     state = CycleState()
     _, st = plugin.pre_filter(state, p, cache.nodes)
     if not st.is_success() or st.code == Code.SKIP:
@@ -93,7 +94,7 @@ def test_removing_the_user_in_a_dry_run_lifts_the_conflict_and_adding_it_back_re
     user = pod("q", "solo", node="n1")
     cache = volume_cache(NODES, CLAIMS)
     cache.add_pod(user)
-    plugin = VolumeRestrictions(None, Handle(cache))
+    plugin = VolumeRestrictions(None, Handle(cache, clock=FakeClock()))
     state = CycleState()
     p = pod("p", "solo")
     assert plugin.pre_filter(state, p, cache.nodes)[1].is_success()

@@ -9,6 +9,7 @@ import pytest
 
 from plugins.volume_zone import ERR_REASON_CONFLICT, VolumeZone
 from scheduler.framework import Code, CycleState, Handle, QueueingHint
+from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pv, parse_pvc, parse_storage_class
 from tests.unit.plugins.volumes import volume_cache
 
@@ -57,7 +58,7 @@ class Env:
     def __init__(self, pvcs: tuple[dict[str, Any], ...] = (), pvs: tuple[dict[str, Any], ...] = (),
                  classes: tuple[dict[str, Any], ...] = ()) -> None:
         self.cache = volume_cache(NODES, pvcs, pvs, classes)
-        self.plugin = VolumeZone(None, Handle(self.cache))
+        self.plugin = VolumeZone(None, Handle(self.cache, clock=FakeClock()))
 
     def run(self, p: Any, pre_filter: bool = True) -> tuple[Code, str, set[str]]:
         """PreFilter's code and message, then the nodes Filter lets through (every rejection checked)."""
