@@ -743,7 +743,10 @@ class Cache:
             return
         st = self.pods.get(pod.uid)
         if st is not None:
-            if st.node == pod.node_name and st.pod.requests == pod.requests:
+            # what the pod is charged (requests and the nonzero pair) can change while it is bound: an
+            # in-place resize moves its status; a change re-charges the node below
+            if st.node == pod.node_name and st.pod.requests == pod.requests \
+                    and st.pod.nonzero_cpu == pod.nonzero_cpu and st.pod.nonzero_memory == pod.nonzero_memory:
                 if st.pod.pod_group != pod.pod_group:   # its group label changed: move it in the gang index
                     if st.pod.pod_group:
                         self.gangs._unplace(st.pod)

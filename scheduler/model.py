@@ -42,7 +42,11 @@ POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"   # scheduler-plugins' Po
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 DISRUPTION_MODE_ANNOTATION = "scheduling.tandem.dev/disruption-mode"   # for PodGroup CRDs without the field
-DISRUPTION_SINGLE = "Single"
+# PodGroup disruption modes, as upstream's scheduling.k8s.io/v1alpha2 PodGroup spells them: "Pod" (members
+# one by one) and "PodGroup" (the gang whole). tandem first called the former "Single"; that spelling is
+# still accepted on input, and DISRUPTION_SINGLE is kept as the same value for its importers.
+DISRUPTION_POD = "Pod"
+DISRUPTION_SINGLE = DISRUPTION_POD
 DISRUPTION_POD_GROUP = "PodGroup"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"   # DisruptionTarget's reason when a scheduler preempts a pod
 # PodGroup status.conditions (tandem's addition to scheduler-plugins' schema): GangReadiness writes the PodsReady
@@ -480,8 +484,8 @@ class PodGroup:
     min_resources: Any = None                # spec.minResources as written (None: unset; Coscheduling checks it)
     schedule_timeout_seconds: int = 0        # spec.scheduleTimeoutSeconds (0: unset, use the plugin's default)
     # how preemption may take the gang's members: "PodGroup" (all of them or none; spec.disruptionMode or the
-    # annotation DISRUPTION_MODE_ANNOTATION) or "Single" (one by one, upstream's default)
-    disruption_mode: str = DISRUPTION_SINGLE
+    # annotation DISRUPTION_MODE_ANNOTATION) or "Pod" (one by one, upstream's default; "Single" is read as it)
+    disruption_mode: str = DISRUPTION_POD
     priority: int | None = None              # spec.priority: the gang's priority (None: each member's own)
     spec: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     status: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -593,8 +597,9 @@ def _add(into: dict[str, int], more: dict[str, int]) -> None:
 
 
 def _max(into: dict[str, int], more: dict[str, int]) -> None:
+    # maxResourceList: a resource missing from ``into`` is taken even at 0 (an explicit 0 is not missing)
     for k, v in more.items():
-        if v > into.get(k, 0):
+        if k not in into or v > into[k]:
             into[k] = v
 
 
@@ -608,16 +613,30 @@ def _with_nonzero(reqs: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int], int, int]:
+def pod_requests(spec: dict[str, Any], probs: _Problems,
+                 status: dict[str, Any] | None = None) -> tuple[dict[str, int], int, int]:
     """PodRequests as upstream's resourcehelper computes it: containers, sidecars, init containers, overhead.
 
     Returns (requests, nonzero cpu, nonzero memory); the nonzero variant
     counts DEFAULT_* for containers that request no cpu or memory.
+
+    With ``status`` (the pod's), in-place resize is accounted for as 1.36's
+    scheduler does (UseStatusResources, on with InPlacePodVerticalScaling;
+    pod level with InPlacePodLevelResourcesVerticalScaling, beta and on): a
+    container, or sidecar, whose status carries ``resources`` is charged the
+    largest of its spec requests, ``resources.requests`` and
+    ``allocatedResources`` (determineEffectiveRequests), without the spec
+    when the pod's PodResizePending condition says Infeasible. A resize down
+    in progress so keeps the node charged for what the container still holds.
     """
     reqs: dict[str, int] = {}
     nz: dict[str, int] = {}
+    actual = _ResizeState(status, probs) if status else None
     for i, c in enumerate(_l(spec.get("containers"))):
-        r = _resource_list(_d(_d(c).get("resources")).get("requests"), f"spec.containers[{i}].resources.requests", probs)
+        c = _d(c)
+        r = _resource_list(_d(c.get("resources")).get("requests"), f"spec.containers[{i}].resources.requests", probs)
+        if actual is not None:
+            r = actual.effective(c.get("name"), r)
         _add(reqs, r)
         _add(nz, _with_nonzero(r))
     sidecars: dict[str, int] = {}
@@ -627,9 +646,12 @@ def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int]
     for i, c in enumerate(_l(spec.get("initContainers"))):
         c = _d(c)
         r = _resource_list(_d(c.get("resources")).get("requests"), f"spec.initContainers[{i}].resources.requests", probs)
-        rnz = _with_nonzero(r)
         if c.get("restartPolicy") == "Always":
-            # a sidecar runs alongside the app containers and every later init container
+            # a sidecar runs alongside the app containers and every later init container; only sidecars
+            # are resized in place (a finished init container holds nothing)
+            if actual is not None:
+                r = actual.effective(c.get("name"), r)
+            rnz = _with_nonzero(r)
             _add(reqs, r)
             _add(nz, rnz)
             _add(sidecars, r)
@@ -639,13 +661,15 @@ def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int]
         else:
             total = dict(r)
             _add(total, sidecars)
-            total_nz = dict(rnz)
+            total_nz = _with_nonzero(r)
             _add(total_nz, sidecars_nz)
             _max(init_max, total)
             _max(init_max_nz, total_nz)
     _max(reqs, init_max)
     _max(nz, init_max_nz)
     pod_level = _resource_list(_d(_d(spec.get("resources")).get("requests")), "spec.resources.requests", probs)
+    if actual is not None and (CPU in pod_level or MEMORY in pod_level):
+        pod_level = actual.effective_pod_level(pod_level)
     for k in (CPU, MEMORY):
         if k in pod_level:  # pod-level resources (KEP-2837) replace the containers' sum for cpu and memory
             reqs[k] = pod_level[k]
@@ -663,6 +687,58 @@ def pod_requests(spec: dict[str, Any], probs: _Problems) -> tuple[dict[str, int]
         reqs = {k: min(v, INT64_MAX) for k, v in reqs.items()}
         nz = {k: min(v, INT64_MAX) for k, v in nz.items()}
     return reqs, nz.get(CPU, 0), nz.get(MEMORY, 0)
+
+
+POD_RESIZE_PENDING = "PodResizePending"     # the pod condition the kubelet sets while it cannot resize yet
+RESIZE_INFEASIBLE = "Infeasible"            # ... whose reason says the node can never fit the resize
+
+
+class _ResizeState:
+    """What a pod's status says its containers hold (in-place pod resize, KEP-1287), for pod_requests."""
+
+    __slots__ = ("status", "probs", "by_name", "infeasible")
+
+    def __init__(self, status: dict[str, Any], probs: _Problems) -> None:
+        self.status = status
+        self.probs = probs
+        # a status is found by container name, init container statuses last (as upstream's map is filled)
+        self.by_name: dict[str, tuple[str, dict[str, Any]]] = {}
+        for kind in ("containerStatuses", "initContainerStatuses"):
+            for i, cs in enumerate(_l(status.get(kind))):
+                cs = _d(cs)
+                if isinstance(cs.get("name"), str):
+                    self.by_name[cs["name"]] = (f"status.{kind}[{i}]", cs)
+        # IsPodResizeInfeasible: the first PodResizePending condition decides
+        self.infeasible = False
+        for c in map(_d, _l(status.get("conditions"))):
+            if c.get("type") == POD_RESIZE_PENDING:
+                self.infeasible = c.get("reason") == RESIZE_INFEASIBLE
+                break
+
+    def _effective(self, spec: dict[str, int], resources: Any, allocated: Any, path: str,
+                   allocated_path: str) -> dict[str, int]:
+        """determineEffectiveRequests: max(spec, actuated, allocated), spec left out when Infeasible."""
+        out = {} if self.infeasible else dict(spec)
+        _max(out, _resource_list(_d(resources).get("requests"), f"{path}.requests", self.probs))
+        _max(out, _resource_list(allocated, allocated_path, self.probs))
+        return out
+
+    def effective(self, name: Any, spec: dict[str, int]) -> dict[str, int]:
+        """A container's requests: its spec unless its status carries ``resources`` (upstream: cs.Resources != nil)."""
+        hit = self.by_name.get(name) if isinstance(name, str) else None
+        if hit is None or hit[1].get("resources") is None:
+            return spec
+        path, cs = hit
+        return self._effective(spec, cs["resources"], cs.get("allocatedResources"), f"{path}.resources",
+                               f"{path}.allocatedResources")
+
+    def effective_pod_level(self, spec: dict[str, int]) -> dict[str, int]:
+        """Pod-level requests once status.resources is set; a resource the effective list lacks is 0, as upstream."""
+        if self.status.get("resources") is None:
+            return spec
+        eff = self._effective(spec, self.status["resources"], self.status.get("allocatedResources"),
+                              "status.resources", "status.allocatedResources")
+        return {k: eff.get(k, 0) for k in spec}
 
 
 _TOLERATION_OPS = ("Equal", "Exists", "")
@@ -875,7 +951,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     probs = _Problems()
     labels = _str_map(meta.get("labels"), "metadata.labels", probs)
     annotations = _str_map(meta.get("annotations"), "metadata.annotations", probs)
-    reqs, nz_cpu, nz_mem = pod_requests(spec, probs)
+    reqs, nz_cpu, nz_mem = pod_requests(spec, probs, status)
     ports = []
     images = []
     for kind in ("initContainers", "containers"):
@@ -883,12 +959,16 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
             c = _d(c)
             if isinstance(c.get("image"), str):
                 images.append(c["image"])
-            if kind == "containers":
+            # GetHostPorts: sidecars (init containers with restartPolicy Always) run all the pod's life and
+            # hold their host ports as app containers do (listed first, as upstream lists them); other init
+            # containers are done before the app starts
+            if kind == "containers" or c.get("restartPolicy") == "Always":
                 for j, p in enumerate(_l(c.get("ports"))):
                     p = _d(p)
                     hp = p.get("hostPort")
                     if isinstance(hp, int) and not isinstance(hp, bool) and hp > 0:
-                        path = f"spec.containers[{ci}].ports[{j}]"
+                        path = f"spec.{kind}[{ci}].ports[{j}]"
+                        # HostPortInfo's sanitize: an empty hostIP binds all addresses, an empty protocol is TCP
                         ports.append(HostPort(_s(p.get("hostIP"), f"{path}.hostIP", probs, "0.0.0.0"),
                                               _s(p.get("protocol"), f"{path}.protocol", probs, "TCP"), hp))
     owners = tuple(OwnerRef(str(o.get("kind", "")), str(o.get("name", "")), str(o.get("uid", "")),
@@ -1143,11 +1223,12 @@ def marked_preempted(p: Pod) -> bool:
 
 
 def _disruption_mode(spec: dict[str, Any], ann: Any) -> str:
-    """PodGroup when the field or the annotation says so (case-insensitively), else Single."""
+    """PodGroup when the field or the annotation says so (case-insensitively), else Pod ("Pod", tandem's older
+    "Single", or unset: members are disrupted one by one)."""
     raw = spec.get("disruptionMode")
     if not isinstance(raw, str) and isinstance(ann, dict):
         raw = ann.get(DISRUPTION_MODE_ANNOTATION)
-    return DISRUPTION_POD_GROUP if isinstance(raw, str) and raw.lower() == "podgroup" else DISRUPTION_SINGLE
+    return DISRUPTION_POD_GROUP if isinstance(raw, str) and raw.lower() == "podgroup" else DISRUPTION_POD
 
 
 @dataclass(frozen=True, slots=True)

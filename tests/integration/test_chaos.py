@@ -5,7 +5,11 @@ What issue 12 asks to keep true, checked from the API server's side only:
 * every pod is bound or explained (PodScheduled=False with a message, or a
   FailedScheduling event), and none is lost;
 * no node is ever over-committed: at every bind, the requests of the live
-  pods on the bound node (terminating ones included) fit its allocatable;
+  pods on the bound node (terminating ones included) fit its allocatable,
+  each pod counted as 1.36's scheduler counts it, resized pods at what
+  their status says they hold (issue 18);
+* no two live pods on a node hold conflicting host ports (same protocol
+  and port, on one IP or on 0.0.0.0), sidecars' ports included (issue 18);
 * no gang is left with fewer than minMember bound once any member is bound;
 * no bind by a non-leader: each replica process talks to the API with a
   token of its own; a middleware on the simulated cluster remembers the
@@ -23,7 +27,14 @@ that the replicas' informers logged relists. During the burst: the leader
 is SIGKILLed; once the other replica has taken over, the killed one is
 started again (as its Deployment would); once that one is ready, the other
 one, leading, gets SIGTERM and hands over; nodes are added, cordoned and
-deleted. Each of the three leadership terms must have bound pods. Randomness (pod sizes, faults) is seeded; what the processes and
+deleted. Each of the three leadership terms must have bound pods.
+
+The workload has pods whose sidecar (an init container with restartPolicy
+Always) or app container asks for host port 9100, and, bound before the
+replicas start, pods in the middle of an in-place resize: a resize down not
+yet actuated (spec 250m, status still 1500m) and an infeasible resize up
+(spec 3 cpu, status 500m, PodResizePending Infeasible). Mid-burst, half of
+the resizes down finish (their status drops to 250m), which frees room. Randomness (pod sizes, faults) is seeded; what the processes and
 the event loop interleave is not, which is why the invariants, not exact
 placements, are what is checked.
 """
@@ -32,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import random
 import re
 import signal
@@ -50,8 +62,8 @@ from bench.simcluster.agent import AgentConfig
 from bench.simcluster.faults import FaultRule, Faults
 from bench.simcluster.resources import lookup
 from tests.integration.test_leader_election import LEADER_ELECTION, Process, lease_holder, ready, reap, spawn
-from tests.integration.test_scheduler import (NS, allocatable_of, eventually, make_node, make_pod, phase,
-                                              requests_of, scheduled_condition)
+from tests.integration.test_scheduler import (NS, allocatable_of, cpu_m, eventually, make_node, make_pod, phase,
+                                              quantity, scheduled_condition)
 
 pytestmark = pytest.mark.chaos
 
@@ -68,6 +80,9 @@ WINDOW = 12                       # events each resource retains: one batch of c
 BATCHES, BATCH_SIZE, BATCH_EVERY = 20, 16, 0.75   # a 15 s burst: room for the handovers on a loaded machine
 GANGS, GANG_SIZE = 8, 5
 IMPOSSIBLE = 3                    # pods asking for more cpu than any node has: must end explained
+SIDECAR_TCP, APP_TCP, SIDECAR_UDP = 12, 4, 4   # pods wanting host port 9100: by sidecar or app container
+HOST_PORT = 9100
+RESIZING_DOWN, INFEASIBLE = 6, 2  # pods bound before the burst, mid-resize (on node-00.. in turn)
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
 
@@ -80,7 +95,47 @@ class Audit:
     binds: list[tuple[float, str, str, str]] = field(default_factory=list)   # (when, caller, lease holder, pod)
     overcommitted: list[str] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    port_conflicts: list[str] = field(default_factory=list)                  # host ports two pods of a node hold
     gone: int = 0                                                              # watches answered 410
+
+
+def _requests(r: dict[str, Any]) -> dict[str, int]:
+    return {"cpu": cpu_m(r["cpu"]) if "cpu" in r else 0, "memory": quantity(r["memory"]) if "memory" in r else 0}
+
+
+def _sidecars(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in pod["spec"].get("initContainers") or () if c.get("restartPolicy") == "Always"]
+
+
+def effective_requests_of(pod: dict[str, Any]) -> dict[str, int]:
+    """The test's own reading of what 1.36's scheduler charges a pod (the workload's shapes: containers and
+    sidecars): per container, once its status carries ``resources``, the largest of spec,
+    ``resources.requests`` and ``allocatedResources``, the spec left out when PodResizePending is Infeasible."""
+    status = pod.get("status") or {}
+    infeasible = any(c.get("type") == "PodResizePending" and c.get("reason") == "Infeasible"
+                     for c in status.get("conditions") or ())
+    statuses = {cs.get("name"): cs for cs in status.get("containerStatuses") or ()}
+    out = {"cpu": 0, "memory": 0, "pods": 1}
+    for c in pod["spec"]["containers"] + _sidecars(pod):
+        held = [_requests((c.get("resources") or {}).get("requests") or {})]
+        cs = statuses.get(c["name"])
+        if cs is not None and cs.get("resources") is not None:
+            held = ([] if infeasible else held) + [_requests(cs["resources"].get("requests") or {}),
+                                                   _requests(cs.get("allocatedResources") or {})]
+        for k in ("cpu", "memory"):
+            out[k] += max(h[k] for h in held)
+    return out
+
+
+def host_ports_of(pod: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(hostIP, protocol, hostPort) held by the pod's sidecars and app containers, upstream's defaults filled."""
+    return [(p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", p["hostPort"])
+            for c in _sidecars(pod) + pod["spec"]["containers"] for p in c.get("ports") or () if p.get("hostPort")]
+
+
+def ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    """HostPortInfo.CheckConflict: one protocol and port, on one IP or with either side on 0.0.0.0."""
+    return a[1:] == b[1:] and (a[0] == b[0] or "0.0.0.0" in (a[0], b[0]))
 
 
 def audit(cluster: SimCluster) -> Audit:
@@ -100,14 +155,19 @@ def audit(cluster: SimCluster) -> Audit:
         if node is None:
             return      # bound to a node deleted meanwhile: the pod fails (pod GC), no room is taken
         room = allocatable_of(node)
+        held: list[tuple[str, tuple[str, str, int]]] = []
         for e in store.table(PODS).objects.values():
             if e.fields.get("spec.nodeName") == node_name:
                 pod = e.obj()
                 if phase(pod) not in ("Succeeded", "Failed"):
-                    for k, v in requests_of(pod).items():
+                    for k, v in effective_requests_of(pod).items():
                         room[k] -= v
+                    held += [(pod["metadata"]["name"], hp) for hp in host_ports_of(pod)]
         if any(v < 0 for v in room.values()):
             a.overcommitted.append(f"{node_name} after binding {name}: {room}")
+        for i, (p1, hp1) in enumerate(held):
+            a.port_conflicts += [f"{node_name}: {p1} {hp1} and {p2} {hp2}" for p2, hp2 in held[i + 1:]
+                                 if p1 != p2 and ports_conflict(hp1, hp2)]
 
     store.observe(on_write)
 
@@ -203,10 +263,14 @@ def config_file(tmp_path: Path) -> Path:
 
 def workload(rng: random.Random) -> list[list[dict[str, Any]]]:
     """BATCHES batches of pods: plain ones of random size, gangs split across two batches, a few impossible."""
+    ported = SIDECAR_TCP + APP_TCP + SIDECAR_UDP
     plain = [make_pod(f"p-{i:03d}", cpu=f"{rng.choice((100, 150, 200, 250, 300, 400))}m",
                       memory=f"{rng.choice((64, 128, 256))}Mi")
-             for i in range(BATCHES * BATCH_SIZE - GANGS * GANG_SIZE - IMPOSSIBLE)]
+             for i in range(BATCHES * BATCH_SIZE - GANGS * GANG_SIZE - IMPOSSIBLE - ported)]
     plain += [make_pod(f"huge-{i}", cpu="64", memory="64Mi") for i in range(IMPOSSIBLE)]
+    plain += [port_pod(f"sidecar-tcp-{i}", "TCP") for i in range(SIDECAR_TCP)]
+    plain += [port_pod(f"app-tcp-{i}", "TCP", sidecar=False) for i in range(APP_TCP)]
+    plain += [port_pod(f"sidecar-udp-{i}", "UDP") for i in range(SIDECAR_UDP)]
     members = [make_pod(f"g{g}-{m}", cpu="500m", memory="128Mi", labels={GROUP_LABEL: f"g{g}", "app": f"g{g}"})
                for g in range(GANGS) for m in range(GANG_SIZE)]
     rng.shuffle(plain)
@@ -217,6 +281,49 @@ def workload(rng: random.Random) -> list[list[dict[str, Any]]]:
         while len(b) < BATCH_SIZE:
             b.append(plain.pop())
     return batches
+
+
+def port_pod(name: str, protocol: str, sidecar: bool = True) -> dict[str, Any]:
+    """A pod wanting HOST_PORT/``protocol`` through a sidecar (a node-local proxy) or its app container."""
+    pod = make_pod(name, cpu="100m", memory="64Mi")
+    port = {"containerPort": HOST_PORT, "hostPort": HOST_PORT, "protocol": protocol}
+    if sidecar:
+        pod["spec"]["initContainers"] = [{"name": "proxy", "image": "registry.k8s.io/pause:3.10",
+                                          "restartPolicy": "Always", "ports": [port]}]
+    else:
+        pod["spec"]["containers"][0]["ports"] = [port]
+    return pod
+
+
+def resize_status(cpu: str, allocated: str, infeasible: bool = False) -> bytes:
+    """pods/status as a kubelet writes it mid-resize: container "c" holds ``cpu``, ``allocated`` allocated."""
+    status: dict[str, Any] = {"containerStatuses": [{
+        "name": "c", "image": "registry.k8s.io/pause:3.10", "imageID": "", "ready": True, "started": True,
+        "restartCount": 0, "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+        "allocatedResources": {"cpu": allocated}, "resources": {"requests": {"cpu": cpu}}}]}
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+                                 "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    return json.dumps({"status": status}).encode()
+
+
+async def resizing_pods(cluster: SimCluster) -> list[str]:
+    """Pods bound before the burst (by another scheduler) and resized in place: RESIZING_DOWN resizes down not
+    yet actuated (spec 250m, status 1500m), INFEASIBLE resizes up the node refused (spec 3, status 500m)."""
+    shapes = [("resize-down", "250m", "1500m", False)] * RESIZING_DOWN + [("infeasible", "3", "500m", True)] * INFEASIBLE
+    names = []
+    for i, (kind, spec_cpu, held, infeasible) in enumerate(shapes):
+        name = f"{kind}-{i}"
+        cluster.store.create(PODS, NS, make_pod(name, cpu=spec_cpu, memory="64Mi", scheduler="default-scheduler",
+                                                node_name=f"node-{i:02d}"))
+        names.append(name)
+    # once the agent has started them (its status write would replace the containers' statuses), the kubelet's
+    # view of the resize
+    await eventually(lambda: all(phase(cluster.store.get_obj(PODS, NS, n)) == "Running" for n in names), 10,
+                     "the resized pods to run")
+    for name, (_, _, held, infeasible) in zip(names, shapes):
+        cluster.store.patch(PODS, NS, name, MERGE, resize_status(held, held, infeasible), "status")
+    return names
 
 
 def pods(cluster: SimCluster) -> list[dict[str, Any]]:
@@ -238,16 +345,19 @@ def unsettled(cluster: SimCluster) -> list[str]:
     """What keeps the cluster from being settled: unexplained pods, plain pods that fit somewhere, partial gangs."""
     problems = []
     room = {}
+    held: dict[str, list[tuple[str, str, int]]] = {}
     for e in cluster.store.table(NODES).objects.values():
         node = e.obj()
         if not (node.get("spec") or {}).get("unschedulable"):
             room[e.key[1]] = allocatable_of(node)
+            held[e.key[1]] = []
     everything = pods(cluster)
     for p in everything:
         node = p["spec"].get("nodeName")
         if node in room and phase(p) not in ("Succeeded", "Failed"):
-            for k, v in requests_of(p).items():
+            for k, v in effective_requests_of(p).items():
                 room[node][k] -= v
+            held[node] += host_ports_of(p)
     why = explained(cluster)
     bound_in: dict[str, int] = {}
     for p in everything:
@@ -258,9 +368,11 @@ def unsettled(cluster: SimCluster) -> list[str]:
             continue
         if name not in why:
             problems.append(f"{name} is pending unexplained")
-        want = requests_of(p)
-        if not group and any(all(r[k] >= want[k] for k in want) for r in room.values()):
-            problems.append(f"{name} {want} fits on a node and is not bound")
+        want, ports = effective_requests_of(p), host_ports_of(p)
+        if not group and any(all(r[k] >= want[k] for k in want)
+                             and not any(ports_conflict(a, b) for a in ports for b in held[n])
+                             for n, r in room.items()):
+            problems.append(f"{name} {want} {ports} fits on a node and is not bound")
     problems += [f"gang {g} has {n} of {GANG_SIZE} bound" for g, n in bound_in.items() if n < GANG_SIZE]
     return problems
 
@@ -286,13 +398,14 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
                                                  "metadata": {"name": f"g{g}", "namespace": NS},
                                                  "spec": {"minMember": GANG_SIZE}})
         seen = audit(cluster)
+        resized = await resizing_pods(cluster)
         replicas = Replicas(tmp_path, cluster.url, config_file(tmp_path))
         try:
             first, second = await replicas.start(), await replicas.start()
             leader = await eventually(lambda: replicas.holding(lease_holder(cluster)), 30, "a replica to lead")
             killed = restarted = stopped = ""
             added = 16
-            names = []
+            names = list(resized)
             for b, batch in enumerate(workload(rng)):
                 for pod in batch:      # all at once, no await: live watchers fall out of the window
                     cluster.store.create(PODS, NS, pod)
@@ -317,6 +430,9 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
                 if b == 4:
                     for n in ("node-03", "node-17"):
                         cluster.store.patch(NODES, "", n, MERGE, b'{"spec":{"unschedulable":true}}')
+                if b == 6:             # half the resizes down finish: the room they held is free
+                    for n in resized[:RESIZING_DOWN // 2]:
+                        cluster.store.patch(PODS, NS, n, MERGE, resize_status("250m", "250m"), "status")
                 if b == 8:
                     for n in ("node-05", "node-21"):
                         cluster.store.delete(NODES, "", n)
@@ -350,6 +466,7 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
         assert len(bound) >= 0.9 * (len(names) - IMPOSSIBLE), f"only {len(bound)} of {len(names)} bound"
         assert seen.overcommitted == [], seen.overcommitted[:10]
         assert seen.conflicts == [], seen.conflicts[:10]
+        assert seen.port_conflicts == [], seen.port_conflicts[:10]
 
         # no bind by a non-leader: the Lease named the binding process's identity when its bind arrived
         identities = {t: replicas.identity(t) for t in replicas.procs}

@@ -464,3 +464,35 @@ def test_nominations_plan_matches_a_walk_over_the_nominated_pods(ops: list[tuple
     for name in {"n0", "n1", "n2", "n3"}:
         assert sorted(p.uid for p in cache.nominations.on(name)) == sorted(
             u for u, n in cache.nominations.node_of.items() if n == name)
+
+
+def _resizing(status_requests: dict[str, str] | None) -> Pod:
+    """A bound pod "r": container "c" asks 1 cpu and nothing else, "m" 1Gi of memory; c's status reports
+    ``status_requests`` (None: no resources)."""
+    cs: dict[str, Any] = {"name": "c"}
+    if status_requests is not None:
+        cs["resources"] = {"requests": status_requests}
+    return parse_pod({"metadata": {"name": "r", "namespace": "ns", "uid": "r"},
+                      "spec": {"nodeName": "n1", "containers": [
+                          {"name": "c", "resources": {"requests": {"cpu": "1"}}},
+                          {"name": "m", "resources": {"requests": {"memory": "1Gi"}}}]},
+                      "status": {"phase": "Running", "containerStatuses": [cs]}})
+
+
+@pytest.mark.parametrize("before, after, want", [
+    pytest.param(None, {"cpu": "3"}, (3000, Gi, 1), id="a status reporting more than the spec re-charges the node"),
+    pytest.param({"cpu": "3"}, {"cpu": "1"}, (1000, Gi, 1), id="a finished resize down gives the room back"),
+    pytest.param(None, {"cpu": "1", "memory": "0"}, (1000, Gi, 1),
+                 id="a status naming an explicit zero memory moves only the nonzero charge"),
+])
+def test_a_bound_pods_status_update_recharges_what_it_holds(before: dict[str, str] | None, after: dict[str, str],
+                                                             want: tuple[int, int, int]) -> None:
+    cache = Cache()
+    cache.add_node(node("n1"))
+    old, new = _resizing(before), _resizing(after)
+    cache.add_pod(old)
+    cache.update_pod(new)
+    assert requested(cache, "n1") == want
+    assert nonzero(cache, "n1") == (new.nonzero_cpu, new.nonzero_memory)
+    cache.remove_pod(new)
+    assert requested(cache, "n1") == (0, 0, 0) and nonzero(cache, "n1") == (0, 0), "nothing is left behind"

@@ -176,3 +176,30 @@ def test_a_volume_whose_zone_labels_change_requeues_pods_volume_zone_rejected() 
     s.on_pv_update({}, {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "b"}}, "spec": {}})
     assert s.queue.where["uid-p"] in ("active", "backoff")
     assert s.cache.volumes.volumes["v"].topologies == (("topology.kubernetes.io/zone", frozenset({"b"})),)
+
+
+def _resizing_pod(name: str, status_cpu: str) -> dict[str, Any]:
+    """A pod bound to n1 by someone else, asking 1 cpu, whose container status (a kubelet's) reports ``status_cpu``."""
+    obj = pod(name, node="n1", scheduler_name="default-scheduler")
+    obj["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    obj["status"] = {"phase": "Running",
+                     "containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": status_cpu}}}]}
+    return obj
+
+
+def test_a_resize_down_finishing_on_a_bound_pod_wakes_the_pods_waiting_for_room() -> None:
+    s = scheduler()
+    s.on_pod_add(_resizing_pod("big", "3"))
+    assert s.cache.pods["uid-big"].pod.requests["cpu"] == 3000, "charged what its status holds"
+    waiting = pod("waiting")
+    waiting["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    s.on_pod_add(waiting)
+    qi = s.queue.infos["uid-waiting"]
+    s.queue._set_where("uid-waiting", "inflight")     # as NodeResourcesFit's Filter leaves it
+    qi.unschedulable_plugins = {"NodeResourcesFit"}
+    s.queue.requeue_failed(qi, unschedulable=True)
+    s.on_pod_update(_resizing_pod("big", "3"), _resizing_pod("big", "3"))
+    assert s.queue.where["uid-waiting"] == "unschedulable", "a status update holding as much frees nothing"
+    s.on_pod_update(_resizing_pod("big", "3"), _resizing_pod("big", "1"))
+    assert s.cache.pods["uid-big"].pod.requests["cpu"] == 1000
+    assert s.queue.where["uid-waiting"] in ("active", "backoff"), "the resize down is a scale-down event"

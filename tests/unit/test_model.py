@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from scheduler.cache import NodeTable
 from scheduler.model import (
-    CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, INT64_MAX, MEMORY, POD_GROUP_ANNOTATION, POD_GROUP_LABEL,
-    HostPort, Node, OwnerRef, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
+    CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, DISRUPTION_POD, DISRUPTION_POD_GROUP, INT64_MAX, MEMORY,
+    POD_GROUP_ANNOTATION, POD_GROUP_LABEL, HostPort, Node, OwnerRef, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,
     parse_label_selector, parse_quantity,
 )
 
@@ -202,6 +202,166 @@ def test_pod_requests(spec: dict[str, Any], requests: dict[str, int], nonzero_cp
     assert (pod.nonzero_cpu, pod.nonzero_memory) == (nonzero_cpu, nonzero_memory)
 
 
+# ---------------------------------------------------------------------------- in-place resize (status resources)
+
+
+def status_of(*statuses: dict[str, Any], infeasible: bool | None = None, init: tuple[dict[str, Any], ...] = (),
+              **pod_level: Any) -> dict[str, Any]:
+    """A pod status as a kubelet writes it during an in-place resize: ``infeasible`` sets PodResizePending."""
+    out: dict[str, Any] = {"phase": "Running", "containerStatuses": list(statuses), **pod_level}
+    if init:
+        out["initContainerStatuses"] = list(init)
+    if infeasible is not None:
+        out["conditions"] = [{"type": "PodResizePending", "status": "True",
+                              "reason": "Infeasible" if infeasible else "Deferred"}]
+    return out
+
+
+def cs(name: str = "c", requests: dict[str, Any] | None = None, allocated: dict[str, Any] | None = None,
+       resources: bool = True) -> dict[str, Any]:
+    """A container status; ``resources=False`` leaves the field out, as a kubelet before resize support does."""
+    out: dict[str, Any] = {"name": name}
+    if resources:
+        out["resources"] = {"requests": requests} if requests is not None else {}
+    if allocated is not None:
+        out["allocatedResources"] = allocated
+    return out
+
+
+def named(name: str, requests: dict[str, Any] | None = None, restart: str | None = None) -> dict[str, Any]:
+    return {**ctr(requests, restart), "name": name}
+
+
+RESIZE_CASES = [
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("c", {"cpu": "4"}, {"cpu": "4"})),
+                 {CPU: 4000}, 4000,
+                 id="a resize down in progress keeps the container charged what its status still holds"),
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("c", {"cpu": "1"}, {"cpu": "3"})),
+                 {CPU: 3000}, 3000,
+                 id="an allocation larger than what is actuated is charged"),
+    pytest.param([named("c", {"cpu": "4"})], status_of(cs("c", {"cpu": "1"}, {"cpu": "1"})),
+                 {CPU: 4000}, 4000,
+                 id="a resize up not yet actuated is charged its spec"),
+    pytest.param([named("c", {"cpu": "4"})], status_of(cs("c", {"cpu": "1"}, {"cpu": "1"}), infeasible=True),
+                 {CPU: 1000}, 1000,
+                 id="an infeasible resize up is left out and the pod charged what it holds"),
+    pytest.param([named("c", {"cpu": "4"})], status_of(cs("c", {"cpu": "1"}, {"cpu": "1"}), infeasible=False),
+                 {CPU: 4000}, 4000,
+                 id="a deferred resize up is charged its spec as it may be admitted"),
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("c", {"cpu": "4"}, {"cpu": "4"}, resources=False)),
+                 {CPU: 1000}, 1000,
+                 id="a status without resources is ignored even with allocatedResources"),
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("c", None, {"cpu": "2"})),
+                 {CPU: 2000}, 2000,
+                 id="empty status resources still let allocatedResources count"),
+    pytest.param([named("a", {"cpu": "1"}), named("b", {"cpu": "1"})],
+                 status_of(cs("a", {"cpu": "2"}), cs("b", {"cpu": "500m"})),
+                 {CPU: 3000}, 3000,
+                 id="each container is charged its own larger value and the pod the sum"),
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("other", {"cpu": "4"})),
+                 {CPU: 1000}, 1000,
+                 id="a status of a container the spec does not have is ignored"),
+    pytest.param([named("c", {"cpu": "1"})], status_of(cs("c", {"memory": "1Gi"})),
+                 {CPU: 1000, MEMORY: Gi}, 1000,
+                 id="a resource only the status names is charged too"),
+    pytest.param([named("c")], status_of(cs("c", {"cpu": "0"})),
+                 {CPU: 0}, 0,
+                 id="a zero request in the status is not missing so nonzero adds no default"),
+]
+
+
+@pytest.mark.parametrize("containers, status, requests, nonzero_cpu", RESIZE_CASES)
+def test_a_resized_pod_is_charged_as_upstream_charges_it(containers: list[dict[str, Any]], status: dict[str, Any],
+                                                         requests: dict[str, int], nonzero_cpu: int) -> None:
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                     "spec": {"containers": containers, "nodeName": "n"}, "status": status})
+    assert pod.invalid == ""
+    assert pod.requests == requests
+    assert pod.nonzero_cpu == nonzero_cpu
+
+
+SIDECAR_RESIZE_CASES = [
+    pytest.param({"containers": [named("c", {"cpu": "1"})], "initContainers": [named("s", {"cpu": "1"}, "Always")]},
+                 status_of(cs("c"), init=(cs("s", {"cpu": "3"}),)), {CPU: 4000},
+                 id="a resized sidecar is charged its status alongside the containers"),
+    pytest.param({"containers": [named("c", {"cpu": "1"})], "initContainers": [named("i", {"cpu": "2"})]},
+                 status_of(cs("c"), init=(cs("i", {"cpu": "5"}),)), {CPU: 2000},
+                 id="a plain init container's status is never read"),
+    pytest.param({"containers": [named("c", {"cpu": "1"})],
+                  "initContainers": [named("s", {"cpu": "1"}, "Always"), named("i", {"cpu": "2"})]},
+                 status_of(cs("c"), init=(cs("s", {"cpu": "2"}),)), {CPU: 4000},
+                 id="a resized sidecar also counts for the init containers after it"),
+    pytest.param({"containers": [named("c", {"cpu": "1"})], "resources": {"requests": {"cpu": "2"}}},
+                 status_of(cs("c"), resources={"requests": {"cpu": "3"}}), {CPU: 3000},
+                 id="pod-level requests follow the pod's status resources"),
+    pytest.param({"containers": [named("c", {"cpu": "1"})], "resources": {"requests": {"cpu": "2"}}},
+                 status_of(cs("c"), allocatedResources={"cpu": "3"}), {CPU: 2000},
+                 id="pod-level allocatedResources alone are not read without status resources"),
+    pytest.param({"containers": [named("c", {"cpu": "1"})], "resources": {"requests": {"cpu": "4", "memory": "1Gi"}}},
+                 status_of(cs("c"), resources={"requests": {"cpu": "2"}}, infeasible=True), {CPU: 2000, MEMORY: 0},
+                 id="an infeasible pod-level resize charges what the status names and zero for the rest"),
+]
+
+
+@pytest.mark.parametrize("spec, status, requests", SIDECAR_RESIZE_CASES)
+def test_sidecars_and_pod_level_requests_are_resized_as_upstream(spec: dict[str, Any], status: dict[str, Any],
+                                                                 requests: dict[str, int]) -> None:
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"}, "spec": spec, "status": status})
+    assert pod.invalid == ""
+    assert pod.requests == requests
+
+
+# ---------------------------------------------------------------------------- host ports (GetHostPorts)
+
+
+def ported(name: str, *ports: dict[str, Any], restart: str | None = None) -> dict[str, Any]:
+    return {**named(name, None, restart), "ports": list(ports)}
+
+
+HOST_PORT_CASES = [
+    pytest.param({"initContainers": [ported("s", {"containerPort": 9100, "hostPort": 9100}, restart="Always")]},
+                 (HostPort("0.0.0.0", "TCP", 9100),),
+                 id="a sidecar's host port is held with hostIP 0.0.0.0 and TCP by default"),
+    pytest.param({"initContainers": [ported("i", {"containerPort": 9100, "hostPort": 9100})]},
+                 (), id="a plain init container's host port is not held"),
+    pytest.param({"initContainers": [ported("i", {"containerPort": 9100, "hostPort": 9100}, restart="Never")]},
+                 (), id="an init container with another restart policy holds no port"),
+    pytest.param({"initContainers": [ported("s", {"containerPort": 53, "hostPort": 53, "protocol": "UDP",
+                                                  "hostIP": "10.0.0.1"}, restart="Always")],
+                  "containers": [ported("c", {"containerPort": 80, "hostPort": 8080})]},
+                 (HostPort("10.0.0.1", "UDP", 53), HostPort("0.0.0.0", "TCP", 8080)),
+                 id="sidecars' ports come first then the containers' with their own ip and protocol"),
+    pytest.param({"initContainers": [ported("s", {"containerPort": 9100}, restart="Always")]},
+                 (), id="a sidecar port without hostPort is no host port"),
+]
+
+
+@pytest.mark.parametrize("spec, ports", HOST_PORT_CASES)
+def test_host_ports_include_sidecars_as_upstream(spec: dict[str, Any], ports: tuple[HostPort, ...]) -> None:
+    pod = pod_of(spec)
+    assert pod.invalid == ""
+    assert pod.host_ports == ports
+
+
+# ---------------------------------------------------------------------------- PodGroup disruption mode
+
+
+@pytest.mark.parametrize("spec, annotations, mode", [
+    pytest.param({"disruptionMode": "Pod"}, {}, DISRUPTION_POD, id="upstream's Pod takes members one by one"),
+    pytest.param({"disruptionMode": "Single"}, {}, DISRUPTION_POD, id="tandem's older Single still means Pod"),
+    pytest.param({"disruptionMode": "PodGroup"}, {}, DISRUPTION_POD_GROUP, id="PodGroup takes the gang whole"),
+    pytest.param({}, {}, DISRUPTION_POD, id="unset is Pod as upstream defaults it"),
+    pytest.param({}, {"scheduling.tandem.dev/disruption-mode": "PodGroup"}, DISRUPTION_POD_GROUP,
+                 id="the annotation says PodGroup where the CRD lacks the field"),
+    pytest.param({}, {"scheduling.tandem.dev/disruption-mode": "Pod"}, DISRUPTION_POD,
+                 id="the annotation may say Pod"),
+])
+def test_disruption_mode_reads_upstreams_values(spec: dict[str, Any], annotations: dict[str, str], mode: str) -> None:
+    pg = parse_pod_group({"metadata": {"name": "g", "namespace": "ns", "annotations": annotations},
+                          "spec": {"minMember": 2, **spec}})
+    assert pg.disruption_mode == mode == ("PodGroup" if mode == DISRUPTION_POD_GROUP else "Pod")
+
+
 # ---------------------------------------------------------------------------- what parse_pod records as invalid
 
 
@@ -233,10 +393,22 @@ def test_pod_requests(spec: dict[str, Any], requests: dict[str, int], nonzero_cp
     pytest.param({"spec": {"nodeName": {"n": 1}}}, "spec.nodeName", id="a node name that is an object"),
     pytest.param({"spec": {"containers": [{"name": "c", "ports": [{"hostPort": 80, "hostIP": 7}]}]}},
                  "spec.containers[0].ports[0].hostIP", id="a host IP that is a number"),
+    pytest.param({"spec": {"initContainers": [{"name": "i"}, {"name": "s", "restartPolicy": "Always",
+                                                              "ports": [{"hostPort": 80, "protocol": 6}]}]}},
+                 "spec.initContainers[1].ports[0].protocol", id="a sidecar's host port protocol that is a number"),
+    pytest.param({"spec": {"containers": [{"name": "c"}]},
+                  "status": {"containerStatuses": [{"name": "c", "resources": {"requests": {"cpu": "lots"}}}]}},
+                 "status.containerStatuses[0].resources.requests[cpu]",
+                 id="an unparseable resized request in a container status"),
+    pytest.param({"spec": {"containers": [{"name": "c"}]},
+                  "status": {"containerStatuses": [{"name": "c", "resources": {},
+                                                    "allocatedResources": {"memory": "-1"}}]}},
+                 "status.containerStatuses[0].allocatedResources[memory]",
+                 id="a negative allocated resource in a container status"),
 ])
 def test_parse_pod_records_the_field_path(obj: dict[str, Any], path: str) -> None:
     obj = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", **obj.get("metadata", {})},
-           "spec": obj.get("spec", {})}
+           "spec": obj.get("spec", {}), "status": obj.get("status", {})}
     pod = parse_pod(obj)
     assert pod.invalid.startswith(path + ":"), pod.invalid
 

@@ -131,3 +131,62 @@ def test_ports_by_ip_survive_the_table_growing() -> None:
         state = CycleState()
         pl.pre_filter(state, pod, cache.nodes)
         assert pl.filter(state, pod, cache.nodes, rows).passed.tolist() == [fit] * 5
+
+
+# ---------------------------------------------------------------------------- sidecars (GetHostPorts)
+
+
+def sidecar_pod(ports: list[dict[str, Any]], uid: str = "new", node: str = "", init_restart: str = "Always",
+                app_ports: list[dict[str, Any]] = ()) -> Any:
+    """A pod whose init container (a sidecar with restartPolicy Always, by default) asks for ``ports``."""
+    init = {"name": "proxy", "image": "envoy", "ports": ports}
+    if init_restart:
+        init["restartPolicy"] = init_restart
+    return parse_pod({"metadata": {"name": uid, "namespace": "default", "uid": uid},
+                      "spec": {"nodeName": node, "initContainers": [init],
+                               "containers": [{"name": "c", "image": "busybox", "ports": list(app_ports)}]}})
+
+
+def sidecar_fits(old: Any, new: Any) -> bool | str:
+    cache = Cache()
+    cache.add_node(parse_node({"metadata": {"name": "n"}}))
+    cache.add_pod(old)
+    pl = NodePorts(None, None)
+    state = CycleState()
+    _, st = pl.pre_filter(state, new, cache.nodes)
+    if st.code == Code.SKIP:
+        return "skip"
+    res = pl.filter(state, new, cache.nodes, cache.nodes.rows())
+    if not res.passed[0]:
+        assert [r.reason for r in res.rejections] == ["node(s) didn't have free ports for the requested pod ports"]
+    return bool(res.passed[0])
+
+
+SIDECAR_CASES = [
+    pytest.param(sidecar_pod([port(9100)], uid="old", node="n"), sidecar_pod([port(9100)]), False,
+                 id="two pods whose sidecars want one host port do not share a node"),
+    pytest.param(sidecar_pod([port(9100)], uid="old", node="n"), make_pod([port(9100)]), False,
+                 id="a sidecar's port already held keeps an app container's pod away"),
+    pytest.param(make_pod([port(9100)], uid="old", node="n"), sidecar_pod([port(9100)]), False,
+                 id="an app container's port already held keeps a sidecar's pod away"),
+    pytest.param(sidecar_pod([port(9100)], uid="old", node="n"), sidecar_pod([port(9100, "UDP")]), True,
+                 id="a sidecar's port on another protocol fits"),
+    pytest.param(sidecar_pod([port(9100, host_ip="10.0.0.1")], uid="old", node="n"),
+                 sidecar_pod([port(9100, host_ip="10.0.0.2")]), True,
+                 id="sidecars' ports on two specific IPs fit"),
+    pytest.param(sidecar_pod([port(9100)], uid="old", node="n", init_restart=""), sidecar_pod([port(9100)]), True,
+                 id="a plain init container held no port once it finished"),
+    pytest.param(make_pod([port(9100)], uid="old", node="n"), sidecar_pod([port(9100)], init_restart=""), "skip",
+                 id="a pod whose only host port is on a plain init container is skipped"),
+]
+
+
+@pytest.mark.parametrize("old, new, want", SIDECAR_CASES)
+def test_sidecar_host_ports_are_held_and_wanted_as_upstream(old: Any, new: Any, want: bool | str) -> None:
+    assert sidecar_fits(old, new) == want
+
+
+def test_deleting_a_pod_whose_sidecar_held_the_port_queues_the_pod() -> None:
+    ev = NodePorts(None, None).events_to_register()[0]
+    assert ev.hint(sidecar_pod([port(9100)]), sidecar_pod([port(9100)], uid="old", node="n"), None) \
+        == QueueingHint.QUEUE

@@ -831,3 +831,54 @@ def test_results_do_not_alias_reused_buffers():
     pl.pre_score(s2, second, cache.nodes, rows)
     pl.score(s2, second, cache.nodes, rows[::-1])
     assert sc1.tolist() == before
+
+
+# ---------------------------------------------------------------------------- in-place pod resize
+
+
+def resized(spec_cpu: str, status_cpu: str | None, *, on: str = "n1", name: str = "r", infeasible: bool = False,
+            allocated_cpu: str | None = None) -> Any:
+    """A bound pod of one container "c" asking ``spec_cpu`` whose status reports ``status_cpu`` (a kubelet's
+    view during an in-place resize; None: a status without resources); ``infeasible`` marks PodResizePending."""
+    cs: dict[str, Any] = {"name": "c"}
+    if status_cpu is not None:
+        cs["resources"] = {"requests": {"cpu": status_cpu}}
+    if allocated_cpu is not None:
+        cs["allocatedResources"] = {"cpu": allocated_cpu}
+    status: dict[str, Any] = {"phase": "Running", "containerStatuses": [cs]}
+    if infeasible:
+        status["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    return parse_pod({"metadata": {"name": name, "namespace": "default", "uid": name},
+                      "spec": {"nodeName": on, "containers": [c({"cpu": spec_cpu})]}, "status": status})
+
+
+RESIZE_FILTER_CASES = [
+    pytest.param(resized("1", "3"), pod(c({"cpu": "2"})), [("Insufficient cpu", UNSCHED)],
+                 id="a pod whose status holds 3 of 4 cpu leaves no room for 2 though its spec asks 1"),
+    pytest.param(resized("1", "3"), pod(c({"cpu": "1"})), [],
+                 id="the last cpu beside a pod whose status holds 3 of 4 is free"),
+    pytest.param(resized("1", "1", allocated_cpu="3"), pod(c({"cpu": "2"})), [("Insufficient cpu", UNSCHED)],
+                 id="cpu allocated to a resize not yet actuated is held"),
+    pytest.param(resized("3", "1", infeasible=True), pod(c({"cpu": "2"})), [],
+                 id="an infeasible resize up holds only what the status reports"),
+    pytest.param(resized("1", None, allocated_cpu="3"), pod(c({"cpu": "2"})), [],
+                 id="a status without resources leaves the pod charged its spec"),
+]
+
+
+@pytest.mark.parametrize("existing, incoming, want", RESIZE_FILTER_CASES)
+def test_filter_charges_a_resized_pod_what_it_holds(existing, incoming, want):
+    assert run_filter(cluster([node("n1", cpu=4, memory="8Gi")], (existing,)), incoming) == {"n1": want}
+
+
+def test_a_bound_pods_status_update_recharges_its_node_and_a_decrease_is_a_scale_down_hint():
+    cache = cluster([node("n1", cpu=4, memory="8Gi")], (resized("1", "3"),))
+    waiting = pod(c({"cpu": "2"}), name="waiting")
+    assert run_filter(cache, waiting) == {"n1": [("Insufficient cpu", UNSCHED)]}
+    done = resized("1", "1")                 # the kubelet finished the resize down
+    cache.update_pod(done)
+    assert run_filter(cache, waiting) == {"n1": []}
+    hint = _events(plugin(cache))[Resource.POD].hint
+    assert hint(waiting, resized("1", "3"), done) == QueueingHint.QUEUE
+    assert hint(waiting, resized("1", "3"), resized("1", "3", allocated_cpu="2")) == QueueingHint.SKIP, \
+        "what the pod holds did not shrink"
