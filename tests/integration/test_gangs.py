@@ -14,8 +14,9 @@ with one whole and one waiting (never both half-placed), a pod naming a
 missing PodGroup waits with an event naming it, members held for want of
 siblings say so with the numbers (and their PodGroup too) until the gang
 schedules, a gang's hold ends after its
-scheduleTimeoutSeconds and gives the room to ordinary pods, and a gang
-half-bound when the scheduler stops completes under the next one.
+scheduleTimeoutSeconds and gives the room to ordinary pods (at once when
+its PodGroup is deleted), and a gang half-bound when the scheduler stops
+completes under the next one.
 """
 
 from __future__ import annotations
