@@ -640,7 +640,8 @@ class GangReadiness:
         records = self._records.get(key)
         if records is not None:
             records.pop(name, None)
-        await self._save_records(key)
+        if not await self._save_records(key) and not records:
+            self._records.pop(key, None)   # the PodGroup is gone: nothing left to keep
 
     async def _evict_bare(self, key: str, pods: list[Pod], why: str) -> None:
         """Record how to create the bare pods again, then evict them; never the other way round."""
