@@ -34,6 +34,7 @@ from scheduler.app import App
 from scheduler.config import parse_config
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from tests.integration.test_scheduler import eventually, stays
+from tests.support import envtest
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
@@ -292,3 +293,60 @@ async def test_a_bare_pod_evicted_before_a_restart_is_created_by_the_next_proces
                              (env.group("solo")["metadata"].get("annotations") or {}), 5, "the record to go")
         pod = env.pod("solo-0") or {}
         assert pod["metadata"]["labels"] == {GROUP_LABEL: "solo"} and pod["spec"]["schedulerName"] == SCHED
+
+
+@pytest.mark.skipif(envtest.skip_reason() is not None, reason=str(envtest.skip_reason()))
+async def test_a_real_kube_apiserver_accepts_the_recreation_of_a_pod_it_refuses_to_copy(tmp_path: Path) -> None:
+    """What recreation() leaves out is what kube-apiserver 1.36 refuses on create: ephemeral containers, and
+    the priority, preemptionPolicy and overhead admission filled in from classes that changed since."""
+    pods = f"/api/v1/namespaces/{NS}/pods"
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    runtimes = "/apis/node.k8s.io/v1/runtimeclasses"
+
+    def priority_class(value: int, policy: str) -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                "value": value, "preemptionPolicy": policy}
+
+    def runtime_class(cpu: str) -> dict[str, Any]:
+        return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "rc"},
+                "handler": "runc", "overhead": {"podFixed": {"cpu": cpu}}}
+
+    async with envtest.real_apiserver(tmp_path) as server:
+        async with await from_kubeconfig(str(server.kubeconfig), qps=0) as client:
+            await client.create(classes, priority_class(1000, "PreemptLowerPriority"))
+            await client.create(runtimes, runtime_class("100m"))
+            await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+            body = make_pod("p", "g")
+            body["spec"].update(priorityClassName="high", runtimeClassName="rc")
+            await client.create(pods, body)
+            await client.create(f"{pods}/p/binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                                                      "target": {"kind": "Node", "name": "n1"}})
+            await client.patch(f"{pods}/p/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+                {"name": "debug", "image": "busybox", "targetContainerName": "c"}]}},
+                "application/strategic-merge-patch+json")
+            await client.delete_pod(NS, "p")   # no kubelet: it stays, terminating, with all of the above
+            old = await client.get(f"{pods}/p")
+            assert old["spec"]["ephemeralContainers"] and old["spec"]["nodeName"] == "n1"
+            # the classes change under it
+            await client.delete(f"{classes}/high")
+            await client.create(classes, priority_class(2000, "Never"))
+            await client.delete(f"{runtimes}/rc")
+            await client.create(runtimes, runtime_class("200m"))
+
+            again = plugins.gang_readiness.recreation(old)
+            again["metadata"]["name"] = "p-again"   # the old one holds its name until a kubelet lets go
+
+            async def created() -> dict[str, Any] | None:
+                try:   # admission reads the classes from an informer: a moment after they changed
+                    return await client.create(pods, again)
+                except Exception as exc:  # noqa: BLE001
+                    if getattr(exc, "status", None) != 403:
+                        raise
+                    return None
+
+            new = await eventually(created, 10, "the recreated pod to be admitted", interval=0.2)
+            assert "ephemeralContainers" not in new["spec"] and "nodeName" not in new["spec"]
+            assert (new["spec"]["priority"], new["spec"]["preemptionPolicy"], new["spec"]["overhead"]) == \
+                (2000, "Never", {"cpu": "200m"}), "filled in again from the classes as they are now"
+            assert new["metadata"]["labels"] == old["metadata"]["labels"]
+            assert new["metadata"]["uid"] != old["metadata"]["uid"]
