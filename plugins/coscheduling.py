@@ -37,6 +37,10 @@ scheduleTimeoutSeconds). A pod joins the gang named by its label
 * **Unreserve**: a member that gives its node back after a failure (a bind
   error, a Permit timeout or rejection) rejects its waiting siblings, so no
   partial gang stays held.
+* A PodGroup deleted while members wait at Permit: the scheduler's delete
+  handler rejects them at once ("PodGroup ns/g was deleted"), which frees
+  their room; they are requeued and wait at PreEnqueue ("PodGroup ns/g not
+  found") until a PodGroup of that name exists again.
 
 Because tandem schedules a gang's queued members in one uninterrupted
 group cycle (scheduler.Scheduler.schedule_next), two gangs never hold
@@ -364,6 +368,11 @@ class Coscheduling:
             return
         self._permitted.pop(key, None)
         self._misfits.pop(key, None)
+        pg = self._pod_group(key)
+        if pg is None:
+            # the PodGroup was deleted: its delete handler rejects every waiting member with that reason
+            # (eventhandlers), and no member waits once it is gone (Permit refuses them): nothing to sweep
+            return
         cause = ""
         fw = self.handle.framework
         wp = fw.get_waiting_pod(pod.uid) if fw is not None else None
@@ -372,9 +381,8 @@ class Coscheduling:
         msg = f"rejection in Unreserve: Pod {pod.name} of PodGroup {key} " + (f"gave up its node: {cause}"
                                                                                 if cause else "gave up its node")
         rejected = self._reject_waiting(key, msg)
-        pg = self._pod_group(key)
         # a gang that had not reached quorum failed its attempt (a timeout, a rejection): it backs off
-        if rejected or (pg is not None and len(self.handle.gangs.placed_members(key)) < pg.min_member):
+        if rejected or len(self.handle.gangs.placed_members(key)) < pg.min_member:
             self._start_backoff(key)
 
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:

@@ -28,10 +28,7 @@ recorded, and gangs held by ``blockAdmission`` are released
   failure) and is deleted with a uid precondition. Pods with a controller
   (Job, JobSet, ReplicaSet, ...) are recreated by their controller. Bare
   pods (no controller owner) have nobody to recreate them, and tandem never
-  loses a pod: it recreates each one from its own spec, with the same name,
-  labels, annotations and non-controller owners, and without the node,
-  once the API server has removed the old one. (Should the scheduler die
-  between that delete and the create, the bare pod is lost: the one gap.)
+  loses a pod: it creates each one again itself (see "Bare pods" below).
   Pending members are not deleted; they hold nothing.
 * the PodGroup gets PodsReady=False with reason PodsReadyTimeout and a
   message with the counts, ``status.requeueState`` {count, requeueAt}
@@ -52,6 +49,31 @@ Restarts. The eviction count, the end of a backoff and a failure are read
 back from the PodGroup's status, so a restarted scheduler holds and fails
 the same gangs. A round that was waiting for Ready when the scheduler
 stopped starts its clock again (a gang may get a little longer, never less).
+
+Bare pods. Before it deletes them, the plugin writes what recreating them
+needs onto their PodGroup, in the annotation
+``scheduling.tandem.dev/pending-recreations``: compact JSON mapping each
+pod's name to its old uid and the pod to create (:func:`recreation`: its
+spec and user metadata, without what the API server refuses on create or
+sets itself, and without its node). Then it deletes them, waits for each
+old pod to be gone (the name is free only then) for as long as its grace
+period says (its deletionTimestamp) plus a margin, creates it again and
+removes its entry. An old pod still there after that is reported (a Warning
+event on the PodGroup; a finalizer or a node that is down can keep it) and
+still waited for. A new tandem process, or the other replica after a
+failover, finds the entries when it first sees the PodGroup and completes
+them. Each step may be repeated: a create answered 409 AlreadyExists is
+done when the pod of that name has another uid, and waits when it is the
+old one, still terminating; an entry whose old pod is not being deleted
+(the process stopped between the write and the delete) is dropped, since
+that pod was never evicted. A create the API server refuses as invalid is
+given up with a Warning FailedCreate event on the PodGroup naming the pod
+and the reason; other errors are retried. An object's annotations may hold
+256 KiB in all: the entries are gzipped when plain JSON would not fit, and
+bare pods whose entries still do not fit are not evicted (the PodsReady
+message and the log say how many); they keep their nodes until a later
+round. Deleting the PodGroup drops its entries: pods under way in this
+process are still recreated, a restart does not find them.
 
 ``blockAdmission``: while some gang has its quorum bound but is not yet
 Ready, no other participating gang is admitted: their pods wait at
@@ -75,11 +97,16 @@ opted in, or delete a pod whose uid changed (a successor of the same name).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import copy
+import gzip
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, QueueingHint, Resource, Status, register,
@@ -102,9 +129,17 @@ PODS_READY = "PodsReady"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
+# on the PodGroup: the bare pods evicted and not yet created again (see "Bare pods" in the module docstring)
+RECREATE_ANNOTATION = "scheduling.tandem.dev/pending-recreations"
+ANNOTATIONS_LIMIT = 256 * 1024  # bytes of all of an object's annotation keys and values (TotalAnnotationSizeLimitB)
+
 API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 TICK_SECONDS = 1.0
-RECREATE_WAIT_SECONDS = 120.0   # how long a bare pod's recreation waits for the old pod to be gone
+DEFAULT_GRACE_SECONDS = 30      # the API's default terminationGracePeriodSeconds
+RECREATE_MARGIN_SECONDS = 30.0  # past the old pod's grace period before its slowness is reported
+POLL_SECONDS = 0.5              # how often a recreation looks whether the old pod is gone (a dict lookup)
+SLOW_POLL_SECONDS = 5.0         # ... once it is overdue (a finalizer, a node that is down)
+RETRY_MAX_SECONDS = 60.0        # the longest wait between two failed creates
 SHUTDOWN_GRACE_SECONDS = 5.0    # evictions and recreations under way get this long at shutdown
 
 _OK = Status()
@@ -174,6 +209,12 @@ class GangReadiness:
         self._want: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}   # key -> (PodsReady condition, extras)
         self._writers: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # bare pods to create again (the PodGroup's RECREATE_ANNOTATION, as this process knows it)
+        self._records: dict[str, dict[str, dict[str, Any]]] = {}   # key -> pod name -> {"uid", "pod"}
+        self._records_read: set[str] = set()                      # groups whose annotation was read
+        self._records_written: dict[str, str | None] = {}          # key -> the annotation's value, last written
+        self._record_locks: dict[str, asyncio.Lock] = {}           # one writer of the annotation per group
+        self._recreating: dict[tuple[str, str], asyncio.Task[Any]] = {}   # (key, pod name) -> its task
         self.evicted = 0                      # pods deleted (metrics, tests)
         self.recreated = 0                    # bare pods created again
 
@@ -299,9 +340,15 @@ class GangReadiness:
                     log.exception("GangReadiness tick failed")
                 await self.clock.sleep(self._next_wait())
         except asyncio.CancelledError:
-            # a bare pod deleted but not yet recreated would be lost: let the work under way finish
+            # let the work under way finish a moment; what is left of a bare pod's recreation is on its
+            # PodGroup, for the next leader (or this process, leading again, which reads it afresh)
             if self._tasks:
                 await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_GRACE_SECONDS)
+            for task in list(self._tasks):
+                task.cancel()
+            self._records.clear()
+            self._records_read.clear()
+            self._records_written.clear()
             raise
 
     def _next_wait(self) -> float:
@@ -323,7 +370,9 @@ class GangReadiness:
         before = set(self._in_progress)
         release: list[str] = []
         seen: set[str] = set()
-        for key, pg in list(self.handle.gangs.groups.items()):
+        groups = self.handle.gangs.groups
+        for key, pg in list(groups.items()):
+            self._resume_recreations(key, pg)   # any group: it may have opted out since
             timeout = self.timeout_for(pg)
             if timeout is None:
                 continue
@@ -335,6 +384,9 @@ class GangReadiness:
             if st.failed:
                 continue
             self._check(key, pg, st, timeout, now)
+        for key in [k for k in self._records_read if k not in groups]:
+            self._records_read.discard(key)   # deleted: its entries went with it (tasks under way go on)
+            self._records_written.pop(key, None)
         for key in list(self._gangs):
             if key not in seen:   # deleted, or opted out: forget it, and let its held pods go
                 st = self._gangs.pop(key)
@@ -385,9 +437,17 @@ class GangReadiness:
         st.quorum_at = None
         self._in_progress.pop(key, None)
         victims = [p for p in bound if not p.terminal]
+        owned = [p for p in victims if any(o.controller for o in p.owners)]
+        bare = self._plan_recreations(key, pg, [p for p in victims if not any(o.controller for o in p.owners)])
+        kept = len(victims) - len(owned) - len(bare)
         n, limit = st.evictions, self.args.backoff_limit_count
         what = (f"{ready}/{need} required members became Ready within {go_duration(timeout)} of the gang being "
-                f"bound; evicted {len(victims)} pod(s)")
+                f"bound; evicted {len(owned) + len(bare)} pod(s)")
+        if kept:
+            what += (f"; {kept} bare pod(s) not evicted: the record to create them again would make the "
+                     f"PodGroup's annotations larger than {ANNOTATIONS_LIMIT // 1024} KiB")
+            log.warning("PodGroup %s: %d bare pod(s) not evicted: the record to create them again does not fit "
+                        "in its annotations", key, kept)
         if limit is not None and n > limit:
             st.failed = True
             msg = (f"{what}; the gang was requeued {n - 1} time(s), its backoffLimitCount: the PodGroup failed "
@@ -405,12 +465,16 @@ class GangReadiness:
             self._set_condition(key, pg, "False", PODS_READY_TIMEOUT, msg,
                                 {"requeueState": {"count": n, "requeueAt": st.requeue_at_text}})
             self._event(pg, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
-        for p in victims:
-            self._spawn(self._evict_pod(p, f"PodGroup {key}: {what}"), f"evicting {p.key}")
+        why = f"PodGroup {key}: {what}"
+        for p in owned:
+            self._spawn(self._evict_pod(key, p, why), f"evicting {p.key}")
+        if bare:
+            self._track(key, [p.name for p in bare], self._spawn(self._evict_bare(key, bare, why),
+                                                                  f"evicting the bare pods of PodGroup {key}"))
 
     # ------------------------------------------------------------------ API work (tasks)
 
-    def _spawn(self, coro: Any, what: str) -> None:
+    def _spawn(self, coro: Any, what: str) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
 
@@ -418,6 +482,19 @@ class GangReadiness:
             self._tasks.discard(t)
             if not t.cancelled() and t.exception() is not None:
                 log.error("%s failed: %r", what, t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    def _track(self, key: str, names: list[str], task: asyncio.Task[Any]) -> None:
+        """``task`` recreates these pods of group ``key``: the tick must not start another one for them."""
+        for name in names:
+            self._recreating[(key, name)] = task
+
+        def done(t: asyncio.Task[Any]) -> None:
+            for name in names:
+                if self._recreating.get((key, name)) is t:
+                    del self._recreating[(key, name)]
 
         task.add_done_callback(done)
 
@@ -470,10 +547,9 @@ class GangReadiness:
         finally:
             self._writers.discard(key)
 
-    async def _evict_pod(self, pod: Pod, why: str) -> None:
+    async def _evict_pod(self, key: str, pod: Pod, why: str, entry: dict[str, Any] | None = None) -> None:
+        """Mark ``pod`` a disruption target and delete it; then create it again from ``entry`` (bare pods)."""
         client = self.handle.client
-        bare = not any(o.controller for o in pod.owners)
-        body = recreation(pod.raw) if bare else None
         if self.handle.events is not None:
             self.handle.events.eventf(pod, None, "Warning", PODS_READY_TIMEOUT, "Evicting", why)
         try:
@@ -488,55 +564,272 @@ class GangReadiness:
         except Exception as exc:  # noqa: BLE001
             status = getattr(exc, "status", None)
             if status == 409:
-                return   # the uid precondition failed: that name is a successor now, not ours to touch
-            if status != 404:
-                log.error("cannot evict %s: %s", pod.key, exc)
+                # the uid precondition failed: that name is a successor now, not ours to touch
+                if entry is not None:
+                    await self._drop_record(key, pod.name)
                 return
-        if body is not None:
-            await self._recreate(pod, body)
+            if status != 404:
+                # whether it went after all is for the recreation to find out: a pod still there and not
+                # being deleted drops its entry, a pod gone is created again
+                log.error("cannot evict %s: %s", pod.key, exc)
+        if entry is not None:
+            await self._recreate(key, pod.name, entry)
 
-    async def _recreate(self, pod: Pod, body: dict[str, Any]) -> None:
-        """Create a bare pod again once the old one is gone (its name is free only then)."""
-        clock = self.clock
-        deadline = clock() + RECREATE_WAIT_SECONDS
-        path = f"/api/v1/namespaces/{pod.namespace}/pods"
-        while clock() < deadline:
-            if pod.uid in self.handle.pods:   # the informer has not seen the delete yet: still terminating
-                await clock.sleep(0.1)
-                continue
+    # ------------------------------------------------------------------ bare pods: the durable recreation
+
+    def _resume_recreations(self, key: str, pg: PodGroup) -> None:
+        """Read the group's pending recreations the first time it is seen; run those that no task runs."""
+        if key not in self._records_read:
+            self._records_read.add(key)
+            value = pg.annotations.get(RECREATE_ANNOTATION)
+            found = _decode_records(key, value)
+            if found:
+                self._records[key] = {**found, **self._records.get(key, {})}
+            self._records_written[key] = value if isinstance(value, str) else None
+        records = self._records.get(key)
+        if not records:
+            return
+        for name, entry in list(records.items()):
+            if (key, name) not in self._recreating:
+                log.info("PodGroup %s: resuming the recreation of evicted bare pod %s", key, name)
+                self._track(key, [name], self._spawn(self._recreate(key, name, entry),
+                                                     f"recreating {key.split('/', 1)[0]}/{name}"))
+
+    def _plan_recreations(self, key: str, pg: PodGroup, bare: list[Pod]) -> list[Pod]:
+        """Add entries for ``bare`` to the group's records (memory only); the pods whose entries fit, in order."""
+        records = dict(self._records.get(key) or {})
+        entries = [(p, {"uid": p.uid, "pod": recreation(p.raw)}) for p in bare]
+        room = _annotation_room(pg)
+        while entries and _encode_records({**records, **{p.name: e for p, e in entries}}, room) is None:
+            entries.pop()   # the last ones stay where they are: not evicted, not lost
+        if entries:
+            records.update((p.name, e) for p, e in entries)
+            self._records[key] = records
+        return [p for p, _ in entries]
+
+    async def _save_records(self, key: str) -> bool:
+        """Write the group's records as this process knows them onto the PodGroup (one writer per group)."""
+        lock = self._record_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            records = self._records.get(key) or {}
+            value: str | None = None
+            if records:
+                pg = self.handle.gangs.group(key)
+                value = _encode_records(records, _annotation_room(pg) if pg is not None else None) \
+                    or _encode_records(records, None)   # smaller than before, or the API says no
+            if key in self._records_written and self._records_written[key] == value:
+                return True
+            ns, name = key.split("/", 1)
             try:
+                await self.handle.client.patch(f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}",
+                                               {"metadata": {"annotations": {RECREATE_ANNOTATION: value}}})
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - already retried by the client
+                if getattr(exc, "status", None) == 404:
+                    log.info("PodGroup %s is gone: its pending recreations went with it", key)
+                else:
+                    log.warning("PodGroup %s: cannot write its pending recreations: %s", key, exc)
+                return False
+            self._records_written[key] = value
+            if not records:
+                self._records.pop(key, None)
+            return True
+
+    async def _drop_record(self, key: str, name: str) -> None:
+        records = self._records.get(key)
+        if records is not None:
+            records.pop(name, None)
+        if not await self._save_records(key) and not records:
+            self._records.pop(key, None)   # the PodGroup is gone: nothing left to keep
+
+    async def _evict_bare(self, key: str, pods: list[Pod], why: str) -> None:
+        """Record how to create the bare pods again, then evict them; never the other way round."""
+        if not await self._save_records(key):
+            records = self._records.get(key) or {}
+            for p in pods:
+                records.pop(p.name, None)
+            msg = (f"{len(pods)} bare pod(s) were not evicted: the record to create them again could not be "
+                   f"written to the PodGroup")
+            log.error("PodGroup %s: %s", key, msg)
+            self._group_event(key, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
+            return
+        records = self._records.get(key) or {}
+        await asyncio.gather(*(self._evict_pod(key, p, why, records.get(p.name) or
+                                               {"uid": p.uid, "pod": recreation(p.raw)}) for p in pods))
+
+    def _seen(self, key: str, name: str, uid: str) -> tuple[str, dict[str, Any] | None]:
+        """The old pod as the informer has it: "gone", "replaced" (a member of that name with another uid),
+        "terminating", or "ask" (not being deleted as far as the informer knows: the API server knows better)."""
+        pods = self.handle.pods
+        p = pods.get(uid)
+        if p is not None:
+            return ("terminating", p.raw) if p.deleting else ("ask", None)
+        for other in self.handle.gangs.member_uids(key):
+            q = pods.get(other)
+            if q is not None and q.name == name:
+                return "replaced", q.raw
+        return "gone", None
+
+    async def _look(self, path: str, name: str, uid: str) -> tuple[str, dict[str, Any] | None]:
+        """The pod called ``name`` as the API server has it: "gone", "replaced" (another uid), "terminating",
+        "alive" (the old pod, not being deleted) or "unknown" (the read failed)."""
+        try:
+            obj = await self.handle.client.get(f"{path}/{name}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if getattr(exc, "status", None) == 404:
+                return "gone", None
+            log.debug("cannot read pod %s: %s", name, exc)
+            return "unknown", None
+        meta = obj.get("metadata") or {}
+        if str(meta.get("uid", "")) != uid:
+            return "replaced", obj
+        return ("terminating" if meta.get("deletionTimestamp") else "alive"), obj
+
+    def _due(self, raw: dict[str, Any] | None) -> float:
+        """clock() by when a terminating pod should be gone: its deletionTimestamp (the end of its grace
+        period), else its grace period from now; plus a margin."""
+        meta = (raw or {}).get("metadata") or {}
+        end = parse_time(meta.get("deletionTimestamp"))
+        if end:
+            left = max(end - self.wall(), 0.0)
+        else:
+            grace = meta.get("deletionGracePeriodSeconds")
+            if not isinstance(grace, (int, float)):
+                grace = ((raw or {}).get("spec") or {}).get("terminationGracePeriodSeconds")
+            left = float(grace) if isinstance(grace, (int, float)) and grace >= 0 else DEFAULT_GRACE_SECONDS
+        return self.clock() + left + RECREATE_MARGIN_SECONDS
+
+    async def _recreate(self, key: str, name: str, entry: dict[str, Any]) -> None:
+        """Create bare pod ``name`` again once its old pod is gone, then drop its entry. Idempotent."""
+        ns = key.split("/", 1)[0]
+        path = f"/api/v1/namespaces/{ns}/pods"
+        uid, body = str(entry.get("uid", "")), entry.get("pod") or {}
+        clock = self.clock
+        due: float | None = None
+        overdue = False
+        retry = POLL_SECONDS
+        ask = False
+        while True:
+            state, raw = self._seen(key, name, uid)
+            if ask or state == "ask":
+                state, raw = await self._look(path, name, uid)
+                ask = False
+            if state == "alive":
+                log.info("pod %s/%s is not being deleted: it was not evicted, nothing to create", ns, name)
+                break
+            if state == "replaced":
+                break   # a pod of that name with another uid: created by us before, or by its owner
+            if state == "unknown":
+                await clock.sleep(retry)
+                retry = min(retry * 2, RETRY_MAX_SECONDS)
+                continue
+            if state == "terminating":
+                if due is None:
+                    due = self._due(raw)
+                if not overdue and clock() >= due:
+                    overdue = True
+                    msg = (f"evicted bare pod {ns}/{name} is still terminating {go_duration(RECREATE_MARGIN_SECONDS)} "
+                           f"after its grace period; it is created again once it is gone")
+                    log.warning("PodGroup %s: %s", key, msg)
+                    self._group_event(key, "Warning", PODS_READY_TIMEOUT, "Recreating", msg)
+                await clock.sleep(SLOW_POLL_SECONDS if overdue else POLL_SECONDS)
+                continue
+            try:   # gone: the name is free
                 await self.handle.client.create(path, body)
                 self.recreated += 1
-                return
+                log.info("PodGroup %s: created evicted bare pod %s/%s again", key, ns, name)
+                break
+            except asyncio.CancelledError:
+                raise
             except Exception as exc:  # noqa: BLE001
-                if getattr(exc, "status", None) != 409:
-                    log.error("bare pod %s was evicted and cannot be recreated: %s", pod.key, exc)
-                    return
-            # AlreadyExists: either our create went through on a retried request, or the name is
-            # still taken by the old pod, or somebody else created a pod of that name
-            try:
-                current = await self.handle.client.get(f"{path}/{pod.name}")
-            except Exception:  # noqa: BLE001 - gone again: try the create once more
-                await clock.sleep(0.1)
-                continue
-            if str((current.get("metadata") or {}).get("uid", "")) != pod.uid:
-                return
-            await clock.sleep(0.2)
-        log.error("bare pod %s was evicted and is still terminating after %.0fs; it was not recreated",
-                  pod.key, RECREATE_WAIT_SECONDS)
+                status = getattr(exc, "status", None)
+                if status == 409:
+                    ask = True   # AlreadyExists: the old pod still terminating, or the new one already there
+                    await clock.sleep(0)
+                    continue
+                if status in (400, 404, 422):
+                    msg = f"evicted bare pod {ns}/{name} cannot be created again: {exc}"
+                    log.error("PodGroup %s: %s", key, msg)
+                    self._group_event(key, "Warning", "FailedCreate", "Recreating", msg)
+                    break
+                log.warning("PodGroup %s: creating evicted bare pod %s/%s again failed, retrying: %s",
+                            key, ns, name, exc)
+                await clock.sleep(retry)
+                retry = min(retry * 2, RETRY_MAX_SECONDS)
+        await self._drop_record(key, name)
+
+    def _group_event(self, key: str, type_: str, reason: str, action: str, note: str) -> None:
+        pg = self.handle.gangs.group(key)
+        if pg is not None:
+            self._event(pg, type_, reason, action, note)
 
 
 # ---------------------------------------------------------------------------- helpers
 
 
+# spec fields a pod is created again without. What kube-apiserver refuses on create: ephemeralContainers
+# ("Forbidden: cannot be set on create"); priority, preemptionPolicy and overhead once the PriorityClass or
+# RuntimeClass they came from changed (403 from the Priority and RuntimeClass admission plugins, which fill
+# them in from the class names, which stay). What pins the old placement: nodeName.
+_SPEC_NOT_CREATED = ("nodeName", "ephemeralContainers", "priority", "preemptionPolicy", "overhead")
+
+
 def recreation(raw: dict[str, Any]) -> dict[str, Any]:
-    """The body that creates a bare pod again: its own metadata and spec, without node or identity."""
+    """The body that creates a bare pod again: its user metadata and spec, without node, status or identity.
+
+    Kept: name, namespace, labels, annotations, finalizers, and the owners that are not its controller (a
+    bare pod has none; the others, e.g. an object it is garbage-collected with, still own the new pod).
+    Left out: what the API server sets (uid, resourceVersion, which it refuses on create, generation,
+    timestamps, managedFields), status, and the spec fields in ``_SPEC_NOT_CREATED``.
+    """
     meta = raw.get("metadata") or {}
-    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations", "ownerReferences",
-                                                 "finalizers") if meta.get(k)}
-    spec = copy.deepcopy(raw.get("spec") or {})
-    spec.pop("nodeName", None)
+    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations", "finalizers")
+            if meta.get(k)}
+    owners = [copy.deepcopy(o) for o in meta.get("ownerReferences") or ()
+              if isinstance(o, dict) and o.get("controller") is not True]
+    if owners:
+        keep["ownerReferences"] = owners
+    spec = {k: copy.deepcopy(v) for k, v in (raw.get("spec") or {}).items() if k not in _SPEC_NOT_CREATED}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": keep, "spec": spec}
+
+
+def _annotation_room(pg: PodGroup) -> int:
+    """Bytes left for RECREATE_ANNOTATION's value beside the group's other annotations."""
+    used = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in pg.annotations.items()
+               if k != RECREATE_ANNOTATION)
+    return ANNOTATIONS_LIMIT - used - len(RECREATE_ANNOTATION)
+
+
+def _encode_records(records: dict[str, Any], room: int | None) -> str | None:
+    """Compact JSON if it fits in ``room`` bytes (None: any size), else gzip+base64 if that fits, else None."""
+    text = orjson.dumps(records)
+    if room is None or len(text) <= room:
+        return text.decode()
+    packed = base64.b64encode(gzip.compress(text, mtime=0))   # gang members' pods are near-identical
+    return packed.decode() if len(packed) <= room else None
+
+
+def _decode_records(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """The entries in a RECREATE_ANNOTATION value ({} when absent); malformed ones are logged and skipped."""
+    if not isinstance(value, str) or not value:
+        return {}
+    try:
+        text = value.encode() if value.lstrip().startswith("{") else gzip.decompress(base64.b64decode(value))
+        data = orjson.loads(text)
+    except (ValueError, OSError, EOFError, binascii.Error) as exc:
+        log.error("PodGroup %s: %s is not readable (%s); its pods cannot be created again", key,
+                  RECREATE_ANNOTATION, exc)
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in (data.items() if isinstance(data, dict) else ()):
+        if isinstance(entry, dict) and isinstance(entry.get("uid"), str) and isinstance(entry.get("pod"), dict):
+            out[name] = entry
+        else:
+            log.error("PodGroup %s: %s[%s] is malformed; skipped", key, RECREATE_ANNOTATION, name)
+    return out
 
 
 def _ready_count(pods: list[Pod]) -> int:

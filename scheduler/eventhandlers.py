@@ -274,7 +274,25 @@ class EventHandlers:
         pg = parse_pod_group(obj)
         self.cache.gangs.remove_group(pg.key)
         self._pod_group_changed(pg.key)
+        self._reject_waiting_members(pg.key, f"PodGroup {pg.key} was deleted")
         self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), pg, None)
+
+    def _reject_waiting_members(self, key: str, msg: str) -> None:
+        """Reject the members of gang ``key`` held at Permit: their quorum can no longer come.
+
+        Left waiting, they would hold their room until the PodGroup's scheduleTimeoutSeconds (up to 15
+        minutes). A rejection releases the room synchronously (the core's on_reject) and the binding task
+        requeues and reports the pod; it then waits at PreEnqueue for its PodGroup ("not found"). The gang
+        plugin's own Unreserve sees the group gone and leaves the siblings to this loop, so each member
+        says why in the same words. Waiting pods only: O(waiting), never O(pods).
+        """
+        for fw in self.frameworks.values():
+            gang = fw.gang
+            if gang is None:
+                continue
+            for wp in fw.iterate_waiting_pods():
+                if gang.gang_key(wp.pod) == key:
+                    wp.reject(gang.NAME, msg)
 
     # ------------------------------------------------------------------ informer handlers (nodes)
 

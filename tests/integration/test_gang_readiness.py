@@ -10,7 +10,8 @@ labelled into a PodGroup, bound one by one), since GangReadiness and the
 status controller must not depend on how the members got their nodes.
 
 What is checked is what a user sees through the API: pods deleted and
-recreated (bare pods get the same names back), the PodGroup's
+recreated (bare pods get the same names back, even when the scheduler
+process stops between the delete and the create), the PodGroup's
 status.phase, counts, conditions and requeueState, and the events on the
 PodGroup that say why.
 """
@@ -24,8 +25,9 @@ from typing import Any, AsyncIterator
 
 import pytest
 
+import plugins.gang_readiness
 from bench.simcluster import SimCluster
-from bench.simcluster.agent import NEVER_READY, AgentConfig
+from bench.simcluster.agent import NEVER_READY, TERMINATION_SECONDS, AgentConfig
 from bench.simcluster.resources import lookup
 from scheduler.apiclient import APIClient, from_kubeconfig
 from scheduler.app import App
@@ -33,6 +35,7 @@ from scheduler.config import parse_config
 from scheduler.framework.clock import Clock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from tests.integration.test_scheduler import eventually, stays
+from tests.support import envtest
 
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
@@ -96,10 +99,11 @@ def make_group(name: str, min_member: int, opt_in: bool = True) -> dict[str, Any
 
 
 class Env:
-    def __init__(self, cluster: SimCluster, app: App, client: APIClient) -> None:
+    def __init__(self, cluster: SimCluster, client: APIClient, kubeconfig: Path) -> None:
         self.cluster = cluster
-        self.app = app
         self.client = client
+        self.kubeconfig = kubeconfig
+        self.app: App | None = None    # the scheduler process while one runs
 
     @property
     def store(self) -> Any:
@@ -137,18 +141,32 @@ class Env:
 
 @contextlib.asynccontextmanager
 async def running(tmp_path: Path, cfg: Any, nodes: list[dict[str, Any]]) -> AsyncIterator[Env]:
+    async with simulated(tmp_path, nodes) as env, scheduling(env, cfg):
+        yield env
+
+
+@contextlib.asynccontextmanager
+async def simulated(tmp_path: Path, nodes: list[dict[str, Any]]) -> AsyncIterator[Env]:
+    """The cluster and a client; the scheduler comes and goes with :func:`scheduling`."""
     kc = tmp_path / "kubeconfig"
     agent = AgentConfig(ready_delay=0.05, termination_delay=0.05, tick=0.01)
     async with SimCluster(nodes=0, agent=agent, kubeconfig=kc) as cluster:
         for n in nodes:
             cluster.store.create(NODES, "", n)
         async with await from_kubeconfig(str(kc), qps=0, clock=Clock()) as client:
-            async with App(cfg, kubeconfig=str(kc)) as app:
-                assert app.pod_group_controller is not None, "the podgroups CRD is served: status is kept"
-                plugin = app.scheduler.frameworks[SCHED].plugins["GangReadiness"]
-                plugin.tick_seconds = 0.05
-                yield Env(cluster, app, client)
-                assert app._loop_task is not None and not app._loop_task.done(), "the scheduling loop ended"
+            yield Env(cluster, client, kc)
+
+
+@contextlib.asynccontextmanager
+async def scheduling(env: Env, cfg: Any) -> AsyncIterator[App]:
+    async with App(cfg, kubeconfig=str(env.kubeconfig)) as app:
+        assert app.pod_group_controller is not None, "the podgroups CRD is served: status is kept"
+        plugin = app.scheduler.frameworks[SCHED].plugins["GangReadiness"]
+        plugin.tick_seconds = 0.05
+        env.app = app
+        yield app
+        assert app._loop_task is not None and not app._loop_task.done(), "the scheduling loop ended"
+    env.app = None
 
 
 # ---------------------------------------------------------------------------- the tests
@@ -248,3 +266,88 @@ async def test_the_backoff_limit_fails_the_podgroup_and_keeps_its_pods_out(tmp_p
 
 async def _count(events: Any, n: int) -> bool:
     return len(await events) == n
+
+
+async def test_a_bare_pod_evicted_before_a_restart_is_created_by_the_next_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the first process stops while the pod terminates (2 s), without waiting for it at shutdown
+    monkeypatch.setattr(plugins.gang_readiness, "SHUTDOWN_GRACE_SECONDS", 0.1)
+    cfg = make_config("plain", timeoutSeconds=0.5, backoffBaseSeconds=0.5, backoffMaxSeconds=0.5)
+    async with simulated(tmp_path, [make_node("node-0")]) as env:
+        env.create(POD_GROUPS, make_group("solo", 1))
+        body = make_pod("solo-0", "solo", never_ready=True)
+        body["metadata"]["annotations"][TERMINATION_SECONDS] = "2"
+        env.create(PODS, body)
+        first = ""
+        async with scheduling(env, cfg):
+            await eventually(lambda: env.node_of("solo-0"), 10, "the pod to be bound")
+            first = env.uid("solo-0")
+            await eventually(lambda: (env.pod("solo-0") or {}).get("metadata", {}).get("deletionTimestamp"), 10,
+                             "the PodsReady timeout to evict it")
+        assert env.uid("solo-0") == first, "still terminating when the first process is gone"
+        record = env.group("solo")["metadata"]["annotations"][plugins.gang_readiness.RECREATE_ANNOTATION]
+        assert first in record
+
+        async with scheduling(env, cfg):
+            await eventually(lambda: env.uid("solo-0") not in ("", first), 10, "the next process to create it")
+            await eventually(lambda: plugins.gang_readiness.RECREATE_ANNOTATION not in
+                             (env.group("solo")["metadata"].get("annotations") or {}), 5, "the record to go")
+        pod = env.pod("solo-0") or {}
+        assert pod["metadata"]["labels"] == {GROUP_LABEL: "solo"} and pod["spec"]["schedulerName"] == SCHED
+
+
+@pytest.mark.skipif(envtest.skip_reason() is not None, reason=str(envtest.skip_reason()))
+async def test_a_real_kube_apiserver_accepts_the_recreation_of_a_pod_it_refuses_to_copy(tmp_path: Path) -> None:
+    """What recreation() leaves out is what kube-apiserver 1.36 refuses on create: ephemeral containers, and
+    the priority, preemptionPolicy and overhead admission filled in from classes that changed since."""
+    pods = f"/api/v1/namespaces/{NS}/pods"
+    classes = "/apis/scheduling.k8s.io/v1/priorityclasses"
+    runtimes = "/apis/node.k8s.io/v1/runtimeclasses"
+
+    def priority_class(value: int, policy: str) -> dict[str, Any]:
+        return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"},
+                "value": value, "preemptionPolicy": policy}
+
+    def runtime_class(cpu: str) -> dict[str, Any]:
+        return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "rc"},
+                "handler": "runc", "overhead": {"podFixed": {"cpu": cpu}}}
+
+    async with envtest.real_apiserver(tmp_path) as server:
+        async with await from_kubeconfig(str(server.kubeconfig), qps=0, clock=Clock()) as client:
+            await client.create(classes, priority_class(1000, "PreemptLowerPriority"))
+            await client.create(runtimes, runtime_class("100m"))
+            await client.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
+            body = make_pod("p", "g")
+            body["spec"].update(priorityClassName="high", runtimeClassName="rc")
+            await client.create(pods, body)
+            await client.create(f"{pods}/p/binding", {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
+                                                      "target": {"kind": "Node", "name": "n1"}})
+            await client.patch(f"{pods}/p/ephemeralcontainers", {"spec": {"ephemeralContainers": [
+                {"name": "debug", "image": "busybox", "targetContainerName": "c"}]}},
+                "application/strategic-merge-patch+json")
+            await client.delete_pod(NS, "p")   # no kubelet: it stays, terminating, with all of the above
+            old = await client.get(f"{pods}/p")
+            assert old["spec"]["ephemeralContainers"] and old["spec"]["nodeName"] == "n1"
+            # the classes change under it
+            await client.delete(f"{classes}/high")
+            await client.create(classes, priority_class(2000, "Never"))
+            await client.delete(f"{runtimes}/rc")
+            await client.create(runtimes, runtime_class("200m"))
+
+            again = plugins.gang_readiness.recreation(old)
+            again["metadata"]["name"] = "p-again"   # the old one holds its name until a kubelet lets go
+
+            async def created() -> dict[str, Any] | None:
+                try:   # admission reads the classes from an informer: a moment after they changed
+                    return await client.create(pods, again)
+                except Exception as exc:  # noqa: BLE001
+                    if getattr(exc, "status", None) != 403:
+                        raise
+                    return None
+
+            new = await eventually(created, 10, "the recreated pod to be admitted", interval=0.2)
+            assert "ephemeralContainers" not in new["spec"] and "nodeName" not in new["spec"]
+            assert (new["spec"]["priority"], new["spec"]["preemptionPolicy"], new["spec"]["overhead"]) == \
+                (2000, "Never", {"cpu": "200m"}), "filled in again from the classes as they are now"
+            assert new["metadata"]["labels"] == old["metadata"]["labels"]
+            assert new["metadata"]["uid"] != old["metadata"]["uid"]

@@ -14,8 +14,9 @@ with one whole and one waiting (never both half-placed), a pod naming a
 missing PodGroup waits with an event naming it, members held for want of
 siblings say so with the numbers (and their PodGroup too) until the gang
 schedules, a gang's hold ends after its
-scheduleTimeoutSeconds and gives the room to ordinary pods, and a gang
-half-bound when the scheduler stops completes under the next one.
+scheduleTimeoutSeconds and gives the room to ordinary pods (at once when
+its PodGroup is deleted), and a gang half-bound when the scheduler stops
+completes under the next one.
 """
 
 from __future__ import annotations
@@ -294,15 +295,20 @@ async def test_members_held_for_want_of_siblings_say_so_with_the_numbers_until_t
             assert sim.reason(n)[:2] == ("True", ""), (n, sim.reason(n))
 
 
+async def hold_three_at_permit(sim: Sim, group: str, timeout: int) -> list[str]:
+    """A gang of four, one member left to a scheduler that is not running: three get a node and wait."""
+    await sim.create_group(group, 4, scheduleTimeoutSeconds=timeout)
+    sim.create_pod(member(f"{group}-launcher", group, scheduler="default-scheduler"))
+    gang = names(group, 3)
+    for n in gang:
+        sim.create_pod(member(n, group))
+    await eventually(lambda: len(sim.assumed()) == 3, 10, "three members to wait at Permit")
+    return gang
+
+
 async def test_a_hold_that_times_out_gives_the_room_to_ordinary_pods(tmp_path):
     async with running(tmp_path, [make_node(f"node-{i}", cpu="2") for i in range(2)]) as sim:
-        # four members, one of them left to a scheduler that is not running: three get a node and wait
-        await sim.create_group("slow", 4, scheduleTimeoutSeconds=1)
-        sim.create_pod(member("slow-launcher", "slow", scheduler="default-scheduler"))
-        gang = names("slow", 3)
-        for n in gang:
-            sim.create_pod(member(n, "slow"))
-        await eventually(lambda: len(sim.assumed()) == 3, 10, "three members to wait at Permit")
+        gang = await hold_three_at_permit(sim, "slow", 1)
         held_since = time.monotonic()
 
         web = names("web", 3)
@@ -316,6 +322,22 @@ async def test_a_hold_that_times_out_gives_the_room_to_ordinary_pods(tmp_path):
         assert not sim.bound(*gang) and not sim.assumed()
         for n in gang:
             assert "timeout after waiting 1s at plugin Coscheduling" in sim.message(n), (n, sim.message(n))
+
+
+async def test_deleting_the_pod_group_of_a_held_gang_gives_its_room_back_at_once(tmp_path):
+    async with running(tmp_path, [make_node(f"node-{i}", cpu="2") for i in range(2)]) as sim:
+        gang = await hold_three_at_permit(sim, "stuck", 900)   # 3 of the 4 cpus, for up to 15 minutes
+        web = names("web", 2)
+        for n in web:
+            sim.create_pod(make_pod(n, cpu="1"))
+        await eventually(lambda: len(sim.bound(*web)) == 1, 10, "one ordinary pod to take the free cpu")
+
+        await sim.client.delete(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups/stuck")
+        await eventually(lambda: len(sim.bound(*web)) == 2, 5, "the held room to go to the waiting pod")
+        assert not sim.bound(*gang) and not sim.assumed()
+        for n in gang:
+            # rejected with the reason, then held at PreEnqueue for the missing group
+            assert "PodGroup default/stuck was deleted" in await sim.events(n, "FailedScheduling"), n
 
 
 async def test_a_gang_half_bound_when_the_scheduler_stops_completes_under_the_next(tmp_path):

@@ -6,18 +6,23 @@ Handlers are called the way the informers call them, on a real
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scheduler.config import parse_config
 from scheduler.eventhandlers import node_update_action
 from scheduler.framework import ActionType
+from scheduler.framework.clock import FakeClock
 from scheduler.model import Node, Taint
 from scheduler.scheduler import Scheduler
 
 SCHED = "tandem-scheduler"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+GANG_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gang.yaml"
 A = ActionType
 
 BASE = Node(name="n1", labels={"zone": "a"}, annotations={"note": "x"}, allocatable={"cpu": 4000}, ready=True)
@@ -203,3 +208,56 @@ def test_a_resize_down_finishing_on_a_bound_pod_wakes_the_pods_waiting_for_room(
     s.on_pod_update(_resizing_pod("big", "3"), _resizing_pod("big", "1"))
     assert s.cache.pods["uid-big"].pod.requests["cpu"] == 1000
     assert s.queue.where["uid-waiting"] in ("active", "backoff"), "the resize down is a scale-down event"
+
+
+# ---------------------------------------------------------------------------- PodGroup deletion
+
+
+class StatusAPI:
+    """Records the PodScheduled writes of pods that failed a cycle (the only API use of these tests)."""
+
+    def __init__(self) -> None:
+        self.status: dict[str, dict[str, Any]] = {}   # pod name -> the last status it was given
+
+    async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.status[name] = patch["status"]
+
+
+async def test_a_deleted_pod_group_rejects_its_members_waiting_at_permit_at_once() -> None:
+    clock = FakeClock()
+    api = StatusAPI()
+    s = Scheduler(parse_config(yaml.safe_load(GANG_CONFIG.read_text()), str(GANG_CONFIG)), api, clock=clock)
+    s.on_node_add({"metadata": {"name": "n1", "uid": "n1"},
+                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    group = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "g", "namespace": "default", "uid": "pg-g"},
+             "spec": {"minMember": 4, "scheduleTimeoutSeconds": 900}}
+    s.on_pod_group_add(group)
+    # four members, one left to a scheduler that is not running: three get a node and wait for the fourth
+    s.on_pod_add(pod("g-other", group="g", scheduler_name="default-scheduler"))
+    gang = ["g-0", "g-1", "g-2"]
+    for n in gang:
+        s.on_pod_add(pod(n, group="g"))
+    s.schedule_next(await s.queue.pop())
+    fw = s.frameworks[SCHED]
+    assert sorted(wp.pod.name for wp in fw.iterate_waiting_pods()) == gang
+    assert len(s.cache.gangs.placed_members("default/g")) == 3
+
+    s.on_pod_group_delete(group)   # no clock advance: the 900 s hold must not be what ends it
+
+    waiting = fw.iterate_waiting_pods()
+    assert [wp.future.done() for wp in waiting] == [True] * 3, "rejected at once"
+    assert {wp.future.result().message() for wp in waiting} == {"PodGroup default/g was deleted"}
+    assert s.cache.gangs.placed_members("default/g") == {}, "their room is free at once"
+    assert all(s.cache.where(f"uid-{n}") is None for n in gang)
+    for _ in range(20):   # the binding tasks see the rejection, requeue and report each pod
+        await asyncio.sleep(0)
+    assert fw.iterate_waiting_pods() == []
+    for n in gang:
+        cond = api.status[n]["conditions"][0]
+        assert (cond["type"], cond["status"], cond["reason"]) == ("PodScheduled", "False", "Unschedulable")
+        assert cond["message"] == "PodGroup default/g was deleted", "each member says why in the same words"
+        assert f"uid-{n}" in s.queue, "requeued, not lost"
+    # they wait for their PodGroup, and come back with it
+    for n in gang:
+        assert s.frameworks[SCHED].pre_enqueue(s.pods[f"uid-{n}"]).message() == "PodGroup default/g not found"

@@ -3,17 +3,27 @@
 Time is a fake clock the tests move; ``tick()`` is the background task's
 one pass, and ``flush()`` waits for the API work it started. The API client
 is a fake that records calls and, like the API server plus the informer,
-drops a deleted pod from ``handle.pods``.
+drops a deleted pod from ``handle.pods`` (at the end of its grace period
+when it sets one), refuses on create what kube-apiserver refuses, and
+shows PodGroup annotation patches on the PodGroup. A restart is a new
+plugin over the same handle and client, the old one's tasks cancelled.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import copy
+import gzip
+import json
+import time
 from typing import Any
 
 import pytest
 
 from plugins.gang_readiness import (
-    OPT_IN_ANNOTATION, TIMEOUT_ANNOTATION, GangReadiness, GangReadinessArgs, recreation,
+    ANNOTATIONS_LIMIT, OPT_IN_ANNOTATION, RECREATE_ANNOTATION, TIMEOUT_ANNOTATION, GangReadiness,
+    GangReadinessArgs, recreation,
 )
 from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, Handle, parse_args
@@ -23,7 +33,13 @@ from scheduler.model import Pod, parse_pod, parse_pod_group
 NS = "default"
 SCHED = "tandem-scheduler"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-STATUS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/{}/status"
+GROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/default/podgroups/"
+STATUS = GROUPS + "{}/status"
+PODS = "/api/v1/namespaces/default/pods/"
+
+
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 # ---------------------------------------------------------------------------- args
@@ -80,6 +96,11 @@ def test_backoff_is_exponential_and_capped(base: float, cap: float, n: int, want
 
 
 class FakeClient:
+    """The API server as far as the plugin uses it. Pods: a graceful delete of a pod that sets
+    terminationGracePeriodSeconds leaves it terminating (deletionTimestamp) until its grace period is over
+    (or ``env.finalized`` says otherwise); a create refuses what kube-apiserver refuses (ephemeralContainers,
+    a resourceVersion) and a name in use (409). PodGroups: metadata patches reach the informer's copy."""
+
     def __init__(self, env: "Env") -> None:
         self.env = env
         self.calls: list[tuple[Any, ...]] = []
@@ -87,6 +108,8 @@ class FakeClient:
 
     async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> dict[str, Any]:
         self.calls.append(("patch", path, body))
+        if path.startswith(GROUPS) and not path.endswith("/status"):
+            self.env.patch_group(path[len(GROUPS):], body["metadata"]["annotations"])
         return {}
 
     async def patch_pod_status(self, ns: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
@@ -97,15 +120,44 @@ class FakeClient:
         self.calls.append(("delete_pod", name, uid))
         if self.delete_error is not None:
             raise self.delete_error
-        self.env.forget(name)
-        return {}
+        env = self.env
+        pod = env.handle.pods.get(env.names.get(name, ""))
+        if pod is None:
+            raise APIError(404)
+        grace = pod.raw["spec"].get("terminationGracePeriodSeconds")
+        if not grace:
+            env.forget(name)
+            return {}
+        if not pod.deleting:   # as the kubelet ends it: at the end of its grace period
+            raw = copy.deepcopy(pod.raw)
+            raw["metadata"].update(deletionTimestamp=_rfc3339(env.clock.wall() + grace),
+                                   deletionGracePeriodSeconds=grace)
+            env.handle.pods[pod.uid] = parse_pod(raw)
+            env.clock.call_later(grace, env.terminated, name, pod.uid)
+        return env.handle.pods[pod.uid].raw
 
     async def create(self, path: str, body: Any, **kw: Any) -> dict[str, Any]:
         self.calls.append(("create", path, body))
-        return body
+        if body["spec"].get("ephemeralContainers"):
+            raise APIError(422, "spec.ephemeralContainers: Forbidden: cannot be set on create")
+        if body["metadata"].get("resourceVersion"):
+            raise APIError(500, "resourceVersion should not be set on objects to be created")
+        name = body["metadata"]["name"]
+        if name in self.env.names:
+            raise APIError(409)
+        self.env.serial += 1
+        obj = copy.deepcopy(body)
+        obj["metadata"]["uid"] = f"uid-{name}-{self.env.serial}"
+        self.env.add(name, obj)
+        return obj
 
     async def get(self, path: str, **kw: Any) -> dict[str, Any]:
         self.calls.append(("get", path))
+        if path.startswith(PODS):
+            pod = self.env.handle.pods.get(self.env.names.get(path[len(PODS):], ""))
+            if pod is None:
+                raise APIError(404)
+            return pod.raw
         return {}
 
     def of(self, kind: str) -> list[tuple[Any, ...]]:
@@ -125,8 +177,8 @@ class FakeEvents:
 
 
 class APIError(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
+    def __init__(self, status: int, message: str = "") -> None:
+        super().__init__(f"({status}) {message}")
         self.status = status
 
 
@@ -140,23 +192,37 @@ class Env:
         self.handle.activate = self.activated.extend
         self.plugin = GangReadiness(parse_args(GangReadinessArgs, args, "args"), self.handle)
         self.names: dict[str, str] = {}             # pod name -> uid
+        self.groups: dict[str, dict[str, Any]] = {}  # PodGroup name -> the API's object
+        self.finalized: set[str] = set()            # pods a finalizer keeps after their grace period
         self.serial = 0
 
     def group(self, name: str = "g", min_member: int = 3, annotations: dict[str, str] | None = None,
               status: dict[str, Any] | None = None, uid: str = "") -> None:
-        self.handle.cache.gangs.set_group(parse_pod_group({
+        self.groups[name] = {
             "metadata": {"name": name, "namespace": NS, "uid": uid or f"pg-{name}", "generation": 1,
                          "annotations": {OPT_IN_ANNOTATION: "true"} if annotations is None else annotations},
-            "spec": {"minMember": min_member}, "status": status or {}}))
+            "spec": {"minMember": min_member}, "status": status or {}}
+        self.handle.cache.gangs.set_group(parse_pod_group(self.groups[name]))
+
+    def patch_group(self, name: str, annotations: dict[str, str | None]) -> None:
+        """A merge patch of the PodGroup's annotations, as the informer then shows it."""
+        raw = copy.deepcopy(self.groups[name])
+        for k, v in annotations.items():
+            if v is None:
+                raw["metadata"]["annotations"].pop(k, None)
+            else:
+                raw["metadata"]["annotations"][k] = v
+        self.groups[name] = raw
+        self.handle.cache.gangs.set_group(parse_pod_group(raw))
 
     def pod(self, name: str, group: str = "g", node: str = "", ready: bool = False, phase: str = "",
-            owner: str = "", scheduler: str = SCHED) -> str:
+            owner: str = "", scheduler: str = SCHED, **spec: Any) -> str:
         self.serial += 1
         uid = f"uid-{name}-{self.serial}"
         obj: dict[str, Any] = {
             "metadata": {"name": name, "namespace": NS, "uid": uid, "labels": {GROUP_LABEL: group},
                          "resourceVersion": "7", "creationTimestamp": "2024-05-01T09:00:00Z"},
-            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "pause"}]},
+            "spec": {"schedulerName": scheduler, "containers": [{"name": "c", "image": "pause"}], **spec},
             "status": {"phase": phase or ("Running" if node else "Pending"),
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
         if node:
@@ -164,16 +230,25 @@ class Env:
         if owner:
             obj["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": owner,
                                                    "uid": "job-uid", "controller": True}]
+        self.add(name, obj)
+        return uid
+
+    def add(self, name: str, obj: dict[str, Any]) -> None:
         self.forget(name)
+        uid = obj["metadata"]["uid"]
         self.names[name] = uid
         self.handle.pods[uid] = pod = parse_pod(obj)
         self.handle.gangs.update_membership(None, pod)
-        return uid
 
     def forget(self, name: str) -> None:
         uid = self.names.pop(name, None)
         if uid is not None:
             self.handle.gangs.update_membership(self.handle.pods.pop(uid), None)
+
+    def terminated(self, name: str, uid: str) -> None:
+        """The kubelet's final delete, unless a finalizer keeps the pod (``finalized``)."""
+        if self.names.get(name) == uid and name not in self.finalized:
+            self.forget(name)
 
     def gang(self, n: int, ready: int, group: str = "g", **kw: Any) -> None:
         for i in range(n):
@@ -191,12 +266,35 @@ class Env:
         self.plugin.tick()
         await self.plugin.flush()
 
+    async def run_for(self, seconds: float, step: float = 1.0) -> None:
+        """Let ``seconds`` pass in steps, the background task ticking at each, without waiting for the API
+        work under way (a recreation may wait for minutes)."""
+        for _ in range(round(seconds / step)):
+            self.clock.advance(step)
+            self.plugin.tick()
+            await settle()
+
+    def restart(self) -> None:
+        """The process dies (its tasks end where they are) and a new one starts over the same cluster."""
+        for task in list(self.plugin._tasks):
+            task.cancel()
+        self.plugin = GangReadiness(self.plugin.args, self.handle)
+
+    def records(self, group: str = "g") -> dict[str, Any]:
+        value = self.handle.gangs.group(f"{NS}/{group}").annotations.get(RECREATE_ANNOTATION)
+        return json.loads(value) if value else {}
+
     def conditions(self, group: str = "g") -> list[dict[str, Any]]:
         return [body["status"]["conditions"][-1] for kind, path, body in self.client.of("patch")
                 if path == STATUS.format(group)]
 
     def status_patches(self, group: str = "g") -> list[dict[str, Any]]:
         return [body["status"] for kind, path, body in self.client.of("patch") if path == STATUS.format(group)]
+
+
+async def settle() -> None:
+    for _ in range(50):
+        await asyncio.sleep(0)
 
 
 # ---------------------------------------------------------------------------- who takes part
@@ -377,15 +475,174 @@ async def test_a_successor_of_the_same_name_is_neither_deleted_nor_recreated() -
 
 def test_recreation_keeps_identity_free_metadata_and_does_not_touch_the_original() -> None:
     raw = {"metadata": {"name": "p", "namespace": NS, "uid": "u", "resourceVersion": "9", "generateName": "p-",
-                        "creationTimestamp": "t", "labels": {"a": "b"}, "annotations": {"x": "y"},
-                        "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"}], "managedFields": []},
-           "spec": {"nodeName": "n1", "containers": []}, "status": {"phase": "Running"}}
+                        "creationTimestamp": "t", "deletionTimestamp": "t2", "deletionGracePeriodSeconds": 30,
+                        "generation": 1, "labels": {"a": "b"}, "annotations": {"x": "y"}, "finalizers": ["f/x"],
+                        "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"},
+                                            {"kind": "Boss", "name": "b", "uid": "bu", "controller": False}],
+                        "managedFields": [{"manager": "kubectl"}]},
+           "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}], "schedulerName": SCHED,
+                    "ephemeralContainers": [{"name": "debug", "image": "busybox"}],
+                    "priorityClassName": "high", "priority": 1000, "preemptionPolicy": "PreemptLowerPriority",
+                    "runtimeClassName": "rc", "overhead": {"cpu": "100m"}, "terminationGracePeriodSeconds": 30},
+           "status": {"phase": "Running", "nominatedNodeName": "n2"}}
+    before = copy.deepcopy(raw)
     body = recreation(raw)
     assert body == {"apiVersion": "v1", "kind": "Pod",
                     "metadata": {"name": "p", "namespace": NS, "labels": {"a": "b"}, "annotations": {"x": "y"},
-                                 "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"}]},
-                    "spec": {"containers": []}}
-    assert raw["spec"]["nodeName"] == "n1"
+                                 "finalizers": ["f/x"],
+                                 "ownerReferences": [{"kind": "Thing", "name": "t", "uid": "tu"},
+                                                     {"kind": "Boss", "name": "b", "uid": "bu", "controller": False}]},
+                    # the class names stay: admission fills priority, preemptionPolicy and overhead in again
+                    "spec": {"containers": [{"name": "c", "image": "i"}], "schedulerName": SCHED,
+                             "priorityClassName": "high", "runtimeClassName": "rc",
+                             "terminationGracePeriodSeconds": 30}}
+    assert raw == before
+
+
+def test_recreation_leaves_out_a_controller_owner() -> None:
+    raw = {"metadata": {"name": "p", "ownerReferences": [{"kind": "Job", "name": "j", "uid": "ju", "controller": True},
+                                                         {"kind": "Thing", "name": "t", "uid": "tu"}]},
+           "spec": {"containers": []}}
+    assert recreation(raw)["metadata"]["ownerReferences"] == [{"kind": "Thing", "name": "t", "uid": "tu"}]
+
+
+# ---------------------------------------------------------------------------- bare pods are never lost
+
+
+async def test_a_bare_pod_with_ephemeral_containers_is_created_again_without_them() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1)
+    old = env.pod("g-0", node="n1", priorityClassName="high", priority=1000,
+                  ephemeralContainers=[{"name": "debug", "image": "busybox", "targetContainerName": "c"}])
+    await env.tick()
+    await env.tick(1)
+    new = env.names.get("g-0")
+    assert new is not None and new != old, "the pod exists again"
+    spec = env.handle.pods[new].raw["spec"]
+    assert "ephemeralContainers" not in spec and "nodeName" not in spec and "priority" not in spec
+    assert spec["containers"] == [{"name": "c", "image": "pause"}] and spec["priorityClassName"] == "high"
+    assert env.plugin.recreated == 1
+    assert env.records() == {}, "its record is removed once it is created"
+
+
+async def evicted_bare_pod(grace: int, finalized: bool = False) -> tuple[Env, str]:
+    """A gang of one bare pod with this grace period, just evicted at its PodsReady timeout; its old uid."""
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1)
+    old = env.pod("g-0", node="n1", terminationGracePeriodSeconds=grace)
+    if finalized:
+        env.finalized.add("g-0")
+    await env.tick()
+    await env.run_for(1)
+    assert env.handle.pods[old].deleting, "deleted, and waiting to be created again"
+    return env, old
+
+
+async def test_a_grace_period_of_300s_is_waited_out() -> None:
+    env, old = await evicted_bare_pod(300)
+    await env.run_for(295, step=5)
+    assert env.client.of("create") == [] and env.handle.pods[old].deleting, "terminating for 296 s of 300"
+    await env.run_for(6, step=0.5)
+    new = env.names.get("g-0")
+    assert new is not None and new != old and "nodeName" not in env.handle.pods[new].raw["spec"]
+    assert env.records() == {}
+    assert [n for _, n in env.events.on_groups("PodsReadyTimeout") if "still terminating" in n] == [], \
+        "within its grace period: nothing to report"
+
+
+async def test_a_pod_kept_past_its_grace_period_is_reported_and_still_created_once_it_goes() -> None:
+    env, old = await evicted_bare_pod(10, finalized=True)
+    await env.run_for(39)
+    assert env.events.on_groups("PodsReadyTimeout")[-1][0] == "Warning"
+    assert not any("still terminating" in n for _, n in env.events.on_groups("PodsReadyTimeout"))
+    await env.run_for(2)
+    assert env.events.on_groups("PodsReadyTimeout")[-1] == (
+        "Warning", "evicted bare pod default/g-0 is still terminating 30s after its grace period; "
+                   "it is created again once it is gone")
+    await env.run_for(600, step=10)
+    assert env.names["g-0"] == old, "a finalizer keeps it"
+    env.forget("g-0")   # the finalizer is removed
+    await env.run_for(10, step=5)
+    assert env.names["g-0"] != old and env.records() == {}
+
+
+async def test_a_restart_between_the_delete_and_the_create_still_creates_the_pod() -> None:
+    env, old = await evicted_bare_pod(60)
+    env.restart()
+    await settle()
+    pending = env.records()
+    await env.run_for(61)
+    new = env.names.get("g-0")
+    assert new is not None and new != old, "the new process created it"
+    assert env.plugin.recreated == 1 and len(env.client.of("create")) == 1
+    assert set(pending) == {"g-0"} and pending["g-0"]["uid"] == old, "it found it on the PodGroup"
+    assert pending["g-0"]["pod"] == recreation(env.handle.pods[new].raw)
+    assert env.records() == {}, "and removed it there"
+
+
+async def test_a_restart_after_the_create_does_not_create_the_pod_twice() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1)
+    old = env.pod("g-0", node="n1")
+    await env.tick()
+    await env.tick(1)
+    created = env.names["g-0"]
+    assert created != old
+    # the process died before removing the record: the next one finds it
+    env.patch_group("g", {RECREATE_ANNOTATION: json.dumps({"g-0": {"uid": old, "pod": recreation({
+        "metadata": {"name": "g-0", "namespace": NS}, "spec": {"containers": []}})}})})
+    env.restart()
+    creates = len(env.client.of("create"))
+    await env.run_for(2)
+    await env.plugin.flush()
+    assert env.names["g-0"] == created and len(env.client.of("create")) == creates
+    assert env.records() == {}
+
+
+async def test_a_restart_before_the_delete_leaves_the_pod_where_it_is() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=1, annotations={RECREATE_ANNOTATION: "placeholder"})
+    uid = env.pod("g-0", node="n1", ready=True)
+    env.patch_group("g", {OPT_IN_ANNOTATION: "true", RECREATE_ANNOTATION: json.dumps(
+        {"g-0": {"uid": uid, "pod": recreation(env.handle.pods[uid].raw)}})})
+    await env.tick()
+    await env.plugin.flush()
+    assert env.names["g-0"] == uid and env.client.of("delete_pod") == [] and env.client.of("create") == []
+    assert env.records() == {}, "never evicted: nothing to create"
+
+
+async def test_bare_pods_whose_record_does_not_fit_the_annotations_are_not_evicted() -> None:
+    env = Env(timeoutSeconds=1)
+    filler = "x" * (ANNOTATIONS_LIMIT - 300)
+    env.group(min_member=2, annotations={OPT_IN_ANNOTATION: "true", "filler": filler})
+    uids = [env.pod(f"g-{i}", node="n1") for i in range(2)]
+    env.pod("g-job", node="n1", owner="j")
+    await env.tick()
+    await env.tick(1)
+    assert [c[1] for c in env.client.of("delete_pod")] == ["g-job"], "the Job's pod goes, the bare ones stay"
+    assert [env.names[f"g-{i}"] for i in range(2)] == uids
+    assert env.status_patches()[-1]["conditions"][-1]["message"] == (
+        "0/2 required members became Ready within 1s of the gang being bound; evicted 1 pod(s); 2 bare pod(s) "
+        "not evicted: the record to create them again would make the PodGroup's annotations larger than "
+        "256 KiB; requeue 1 after a backoff of 1m0s")
+
+
+async def test_a_record_too_big_as_json_is_written_gzipped() -> None:
+    env = Env(timeoutSeconds=1)
+    env.group(min_member=4, annotations={OPT_IN_ANNOTATION: "true", "filler": "x" * (ANNOTATIONS_LIMIT - 6000)})
+    note = "the same long text in every member " * 50
+    old = [env.pod(f"g-{i}", node="n1", containers=[{"name": "c", "image": "pause", "args": [note]}])
+           for i in range(4)]
+    await env.tick()
+    env.clock.advance(1)
+    env.plugin.tick()
+    await settle()
+    (first, *_) = [body["metadata"]["annotations"][RECREATE_ANNOTATION] for _, path, body in env.client.of("patch")
+                   if path == GROUPS + "g"]
+    assert not first.startswith("{") and len(first) < 6000
+    assert set(json.loads(gzip.decompress(base64.b64decode(first)))) == {"g-0", "g-1", "g-2", "g-3"}
+    await env.plugin.flush()
+    assert all(env.names[f"g-{i}"] != old[i] for i in range(4)) and env.records() == {}
 
 
 # ---------------------------------------------------------------------------- blockAdmission
