@@ -101,12 +101,11 @@ import base64
 import binascii
 import copy
 import gzip
+import json
 import logging
 import time
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, QueueingHint, Resource, Status, register,
@@ -805,7 +804,7 @@ def _annotation_room(pg: PodGroup) -> int:
 
 def _encode_records(records: dict[str, Any], room: int | None) -> str | None:
     """Compact JSON if it fits in ``room`` bytes (None: any size), else gzip+base64 if that fits, else None."""
-    text = orjson.dumps(records)
+    text = json.dumps(records, separators=(",", ":")).encode()
     if room is None or len(text) <= room:
         return text.decode()
     packed = base64.b64encode(gzip.compress(text, mtime=0))   # gang members' pods are near-identical
@@ -818,7 +817,7 @@ def _decode_records(key: str, value: Any) -> dict[str, dict[str, Any]]:
         return {}
     try:
         text = value.encode() if value.lstrip().startswith("{") else gzip.decompress(base64.b64decode(value))
-        data = orjson.loads(text)
+        data = json.loads(text)
     except (ValueError, OSError, EOFError, binascii.Error) as exc:
         log.error("PodGroup %s: %s is not readable (%s); its pods cannot be created again", key,
                   RECREATE_ANNOTATION, exc)
