@@ -454,6 +454,7 @@ class Node:
     allocatable: dict[str, int] = field(default_factory=dict)   # canonical units
     images: tuple[tuple[tuple[str, ...], int], ...] = ()         # (names, sizeBytes)
     ready: bool = True
+    declared_features: frozenset[str] = frozenset()   # status.declaredFeatures (NodeDeclaredFeatures)
     invalid: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -1005,6 +1006,7 @@ def parse_node(obj: dict[str, Any]) -> Node:
         allocatable=allocatable,
         images=tuple(images),
         ready=ready,
+        declared_features=frozenset(f for f in _l(status.get("declaredFeatures")) if isinstance(f, str)),
         invalid=probs.first,
         raw=obj,
     )

@@ -1,4 +1,4 @@
-"""Pods that use a field tandem does not evaluate are refused by name, in every profile, end to end.
+"""Pod fields kube-scheduler 1.36's default profile honours, end to end: refused by name, or evaluated.
 
 Upstream 1.36's native gangs: a pod's ``spec.schedulingGroup.podGroupName``
 names a scheduling.k8s.io/v1alpha2 PodGroup, and kube-scheduler places its
@@ -8,10 +8,15 @@ field, never be placed alone, whatever the profile enables (the check is in
 the core of the cycle, not in a plugin a profile could leave out). The
 refusal cannot change while the pod lives (the field is immutable), so the
 pod is not retried at every cluster event either.
+
+NodeDeclaredFeatures (beta, on by default in 1.36): a pod whose container
+restarts all containers on exit goes only to a node whose kubelet declares
+that feature in ``status.declaredFeatures``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,7 +24,7 @@ import pytest
 from scheduler.config import SchedulerConfig
 from tests.integration.test_gangs import gang_config
 from tests.integration.test_scheduler import (
-    bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+    MERGE, NODES, bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
 )
 
 REFUSAL = ('pod uses spec.schedulingGroup (podGroupName "{group}"): '
@@ -103,3 +108,39 @@ async def test_the_refusal_waits_for_the_pods_own_update(tmp_path):
         await eventually(lambda: queue.infos.get(uid) is not None and queue.infos[uid].attempts > before,
                          what="the updated pod to be tried again")
         await stays(lambda: not env.node_of("member"), 0.2, "a native gang member placed after an update")
+
+
+# ---------------------------------------------------------------------------- NodeDeclaredFeatures
+
+
+RESTART_ALL = "RestartAllContainersOnContainerExits"
+
+
+def restarts_all(name: str) -> dict[str, Any]:
+    """A pod one of whose containers restarts all of them on exit code 42 (needs RESTART_ALL of its node)."""
+    body = make_pod(name)
+    body["spec"]["containers"][0].update(restartPolicy="Never", restartPolicyRules=[
+        {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}])
+    return body
+
+
+def declaring(name: str, *features: str) -> dict[str, Any]:
+    n = make_node(name)
+    n["status"]["declaredFeatures"] = list(features)
+    return n
+
+
+async def test_a_pod_needing_a_node_feature_waits_for_a_node_that_declares_it(tmp_path):
+    async with running(tmp_path, [declaring("old-0"), declaring("old-1", "SomethingElse")]) as env:
+        env.create_pod(restarts_all("restarter"))
+        env.create_pod(make_pod("control"))
+        await bound(env, "control")
+        c = await unschedulable(env, "restarter")
+        assert c["reason"] == "Unschedulable", c
+        # unresolvable: preemption cannot help (upstream's words, both parts)
+        assert c["message"] == ("0/2 nodes are available: 2 node(s) didn't match Pod's required features. "
+                                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."), c
+        # the kubelet of old-1 starts declaring it: the status update requeues the pod, which goes there
+        env.store.patch(NODES, "", "old-1", MERGE, json.dumps(
+            {"status": {"declaredFeatures": ["SomethingElse", RESTART_ALL]}}).encode(), subresource="status")
+        assert (await bound(env, "restarter")) == {"restarter": "old-1"}
