@@ -31,8 +31,11 @@ the cycle state, through AddPod/RemovePod, as upstream does.
 Gangs: a pod of a PodGroup whose ``disruptionMode`` is PodGroup is a victim
 only together with every member of its gang (a unit, reprieved as one), and
 a member's priority is the PodGroup's ``priority`` when it sets one. A gang
-member that does not fit is not preempted for here: the group cycle
-preempts for all its missing members at once (scheduler/schedule_one.py).
+member that fits nowhere preempts for every missing member of its gang at
+once, or for none (:meth:`DefaultPreemption.preempt_for_gang`, below); the
+executor (``preempt_group`` in scheduler/preemption.py) evicts for the whole
+plan, and the group cycle (scheduler/schedule_one.py) only holds the members
+it has not tried yet while that runs.
 
 The evictions are not done here: ``handle.preemption`` (scheduler/preemption.py)
 runs them off the cycle; until that ends, PreEnqueue holds the preemptor.

@@ -13,9 +13,16 @@ A pod without resource claims is skipped, as upstream's PreFilter does. A
 profile that disables DynamicResources keeps upstream's meaning: the claims
 are not evaluated and the pod is placed as if it had none.
 
-``spec.resourceClaims`` is immutable, so no cluster event can make a refused
-pod schedulable: the plugin registers none, and the queue's periodic flush
-is the only thing that retries such a pod.
+Requeueing. Upstream retries a pod rejected for its claims when a
+ResourceClaim, ResourceSlice, DeviceClass or the pod's generated claims
+change, since any of them can make an allocation possible. Here none can:
+tandem allocates nothing, and ``spec.resourceClaims`` is immutable. So the
+plugin registers no event, and a refused pod waits, parked with this plugin
+as its rejector, for an update of its own or for the queue's periodic flush
+(upstream's podMaxInUnschedulablePodsDuration, 5 minutes), which retries
+every unschedulable pod; a retry costs one PreFilter call and a repeat of
+the FailedScheduling event, and the pod's condition, unchanged, is not
+written again.
 """
 
 from __future__ import annotations

@@ -75,6 +75,7 @@ class NodeTable:
         self.taints = np.zeros((capacity, 0), dtype=bool)
         self.taint_rank = np.zeros((capacity, 0), dtype=np.int16)
         self._images: dict[str, np.ndarray] = {}
+        self._features: dict[str, np.ndarray] = {}   # declared feature -> bool[cap]: the node declares it
         self._ports: dict[tuple[str, int], np.ndarray] = {}
         self._ip_ports: dict[tuple[str, str, int], np.ndarray] = {}
         self._rows_cache: np.ndarray | None = None
@@ -99,6 +100,7 @@ class NodeTable:
         self.taint_rank = grow(self.taint_rank)
         self._labels = {k: grow(v) for k, v in self._labels.items()}
         self._images = {k: grow(v) for k, v in self._images.items()}
+        self._features = {k: grow(v) for k, v in self._features.items()}
         self._ports = {k: grow(v) for k, v in self._ports.items()}
         self._ip_ports = {k: grow(v) for k, v in self._ip_ports.items()}
         self.cap = new
@@ -149,6 +151,10 @@ class NodeTable:
 
     def image_size(self, image: str) -> np.ndarray | None:
         return self._images.get(image)
+
+    def declares(self, feature: str) -> np.ndarray | None:
+        """bool[cap]: the nodes whose status.declaredFeatures lists ``feature``; None if none ever did."""
+        return self._features.get(feature)
 
     def port_use(self, protocol: str, port: int) -> np.ndarray | None:
         return self._ports.get((protocol, port))
@@ -239,6 +245,14 @@ class NodeTable:
                     if col is None:
                         col = self._images[image] = np.zeros(self.cap, dtype=np.int64)
                     col[row] = size
+        if old is None or old.declared_features != node.declared_features:
+            for col in self._features.values():
+                col[row] = False
+            for feature in node.declared_features:
+                col = self._features.get(feature)
+                if col is None:
+                    col = self._features[feature] = np.zeros(self.cap, dtype=bool)
+                col[row] = True
         self._rows_cache = None
         return row
 
@@ -258,6 +272,8 @@ class NodeTable:
         self.taint_rank[row] = 0
         for col in self._images.values():
             col[row] = 0
+        for col in self._features.values():
+            col[row] = False
         if not keep_row:
             self.requested[row] = 0
             self.nonzero[row] = 0

@@ -59,7 +59,8 @@ KIND = "KubeSchedulerConfiguration"
 DEFAULT_SCHEDULER_NAME = "tandem-scheduler"
 MAX_WEIGHT = 100
 
-# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights, after applyFeatureGates.
+# v1 getDefaultPlugins(): the MultiPoint list, in order, with score weights, after applyFeatureGates, as
+# kube-scheduler 1.36.2 --write-config-to writes it for a profile with no plugins set.
 # (EBSLimits, GCEPDLimits and AzureDiskLimits were folded into NodeVolumeLimits.)
 UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("SchedulingGates", None),
@@ -76,12 +77,15 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("VolumeZone", None),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    # applyFeatureGates: DynamicResourceAllocation (GA, on by default) puts it just before DefaultPreemption
-    ("DynamicResources", None),
+    # applyFeatureGates: DynamicResourceAllocation (GA, on by default) puts it just before DefaultPreemption,
+    # with weight 2 for its Score (tandem's scores nothing yet: it refuses every pod with claims)
+    ("DynamicResources", 2),
     ("DefaultPreemption", None),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
     ("DefaultBinder", None),
+    # applyFeatureGates: NodeDeclaredFeatures (beta, on by default in 1.36) appends it
+    ("NodeDeclaredFeatures", None),
 )
 
 # Plugins removed from the v1 API: naming one is an error there too.

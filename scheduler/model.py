@@ -427,6 +427,9 @@ class Pod:
     # (gcePersistentDisk, awsElasticBlockStore, rbd, iscsi)
     conflict_disks: tuple[tuple[str, str], ...] = ()
     pod_group: str = ""
+    # spec.schedulingGroup.podGroupName: the scheduling.k8s.io/v1alpha2 PodGroup the pod belongs to
+    # (None: no spec.schedulingGroup; "" when it names none); tandem refuses such pods for now
+    scheduling_group: str | None = None
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -455,6 +458,7 @@ class Node:
     allocatable: dict[str, int] = field(default_factory=dict)   # canonical units
     images: tuple[tuple[tuple[str, ...], int], ...] = ()         # (names, sizeBytes)
     ready: bool = True
+    declared_features: frozenset[str] = frozenset()   # status.declaredFeatures (NodeDeclaredFeatures)
     invalid: str = ""
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -1038,6 +1042,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         resource_claims=tuple(str(_d(c).get("name", "")) for c in _l(spec.get("resourceClaims"))),
         conflict_disks=tuple(disks),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
+        scheduling_group=None if spec.get("schedulingGroup") is None else _s(
+            _d(spec["schedulingGroup"]).get("podGroupName"), "spec.schedulingGroup.podGroupName", probs),
         invalid=probs.first,
         raw=obj,
     )
@@ -1080,6 +1086,7 @@ def parse_node(obj: dict[str, Any]) -> Node:
         allocatable=allocatable,
         images=tuple(images),
         ready=ready,
+        declared_features=frozenset(f for f in _l(status.get("declaredFeatures")) if isinstance(f, str)),
         invalid=probs.first,
         raw=obj,
     )

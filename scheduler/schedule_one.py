@@ -123,6 +123,9 @@ class ScheduleOne:
             st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
             self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
             return st
+        st = self._refuse_unsupported(fw, qi, t0)
+        if st is not None:
+            return st
         state = CycleState()
         rows, st, diag = fw.run_pre_filter(state, pod)
         feasible = rows
@@ -251,6 +254,25 @@ class ScheduleOne:
 
     # ------------------------------------------------------------------ pods the cycle cannot use
 
+    def _refuse_unsupported(self, fw: Framework, qi: QueuedPodInfo, t0: float) -> Status | None:
+        """Refuse a pod that uses a field tandem does not evaluate in any profile (see :func:`unsupported`).
+
+        Unschedulable, UnschedulableAndUnresolvable, in upstream's FitError words (``0/N nodes are
+        available: <why>.``), so the pod's condition and FailedScheduling event name the field. The field
+        is immutable, so no cluster event can change the answer: the pod is parked with the field as its
+        rejector, which no plugin registers events for, and waits for an update of its own or the
+        periodic flush rather than being retried at every node or pod event.
+        """
+        field_, why = unsupported(qi.pod)
+        if not why:
+            return None
+        qi.unschedulable_plugins = {field_}
+        msg = Diagnosis(num_all_nodes=len(self.cache.nodes), pre_filter_msg=why).message()
+        st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+        self._fail(fw, qi, st, reason="Unschedulable", message=msg)
+        self._record_cycle(t0, "unschedulable", fw)
+        return st
+
     def _pod_problem(self, pod: Pod) -> str:
         """Why the scheduler cannot use this pod ("" = fine): a parse problem, or a priority it cannot know.
 
@@ -267,3 +289,20 @@ class ScheduleOne:
             return (f'spec.priorityClassName: Not found: "{pc}": no PriorityClass with name {pc} was found '
                     f"and spec.priority is not set")
         return ""
+
+
+def unsupported(pod: Pod) -> tuple[str, str]:
+    """(field, why) for a field of the pod that tandem ignores in every profile, or ("", "").
+
+    Such a field changes where upstream's default profile may place the pod, and no plugin of tandem
+    reads it, so placing the pod as if it were absent would be silently wrong. Today that is
+    ``spec.schedulingGroup`` (1.36's native gangs: kube-scheduler's GangScheduling places the members of
+    a scheduling.k8s.io/v1alpha2 PodGroup together or not at all), which tandem does not schedule yet;
+    a member placed alone would break its gang. Fields that only some plugins read (resource claims,
+    volumes, node declared features) are refused, or evaluated, by those plugins, and a profile that
+    disables one opts out of its field as in upstream.
+    """
+    if pod.scheduling_group is not None:
+        return "spec.schedulingGroup", (f'pod uses spec.schedulingGroup (podGroupName "{pod.scheduling_group}"): '
+                                        f"tandem does not schedule scheduling.k8s.io/v1alpha2 pod groups yet")
+    return "", ""

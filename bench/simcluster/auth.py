@@ -99,6 +99,11 @@ def _strings(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
+def _field(obj: Any, key: str) -> Any:
+    """``obj[key]``, or "" when ``obj`` is not an object or lacks it (Go's zero value)."""
+    return (obj.get(key) or "") if isinstance(obj, dict) else ""
+
+
 class Authority:
     """The tokens the stand-in issued, and the reviews it answers over its store."""
 
@@ -190,10 +195,16 @@ class Authority:
         spec = body.get("spec") or {}
         resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
         causes = []
-        # ValidateSubjectAccessReviewSpec (1.36: a union on spec; older servers named the attribute fields)
-        if (resource is None) == (non_resource is None):
-            causes.append(errors.invalid_value("spec", non_resource, "exactly one of nonResourceAttributes or "
-                                                                     "resourceAttributes must be specified"))
+        # ValidateSubjectAccessReviewSpec, as kube-apiserver 1.36.2 words it: neither kind blames
+        # resourceAttributes (null), both kinds blame nonResourceAttributes, shown as Go prints the internal
+        # struct (its field names, every field, in declaration order)
+        if resource is None and non_resource is None:
+            causes.append(errors.invalid_value("spec.resourceAttributes", None, "exactly one of "
+                                               "nonResourceAttributes or resourceAttributes must be specified"))
+        elif resource is not None and non_resource is not None:
+            shown = {"Path": str(_field(non_resource, "path")), "Verb": str(_field(non_resource, "verb"))}
+            causes.append(errors.invalid_value("spec.nonResourceAttributes", shown,
+                                               "cannot be specified in combination with resourceAttributes"))
         user, groups = spec.get("user") or "", _strings(spec.get("groups"))
         if not user and not groups:
             causes.append(errors.invalid_value("spec.user", user, "at least one of user or group must be specified"))

@@ -913,9 +913,26 @@ def _validate_containers(containers: list[tuple[int, dict[str, Any]]], errs: lis
             if name in names:
                 errs.append(_duplicate(f"{path}.name", name))
             names.add(name)
-        if c.get("restartPolicy") is not None:
-            errs.append(forbidden_field(f"{path}.restartPolicy", "may not be set for non-init containers"))
+        _validate_container_restart(c, path, errs)
     _check_host_port_conflicts(containers, "spec.containers", errs)
+
+
+_CONTAINER_RESTART_POLICIES = ["Always", "Never", "OnFailure"]
+_RESTART_RULE_ACTIONS = ["Restart", "RestartAllContainers"]
+
+
+def _validate_container_restart(c: dict[str, Any], path: str, errs: list[FieldError]) -> None:
+    """An app container's restartPolicy and restartPolicyRules (1.36: ContainerRestartRules and
+    RestartAllContainersOnContainerExits, both beta and on): rules need a policy, each rule a known action."""
+    policy, rules = c.get("restartPolicy"), c.get("restartPolicyRules")
+    if policy is not None and policy not in _CONTAINER_RESTART_POLICIES:
+        errs.append(not_supported(f"{path}.restartPolicy", policy, _CONTAINER_RESTART_POLICIES))
+    if rules and policy is None:
+        errs.append(required(f"{path}.restartPolicy", "must specify restartPolicy when restart rules are used"))
+    for j, rule in enumerate(rules if isinstance(rules, list) else ()):
+        action = rule.get("action") if isinstance(rule, dict) else None
+        if action not in _RESTART_RULE_ACTIONS:
+            errs.append(not_supported(f"{path}.restartPolicyRules[{j}].action", action, _RESTART_RULE_ACTIONS))
 
 
 def _validate_init_containers(init_containers: list[tuple[int, dict[str, Any]]],

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.integration.test_scheduler import BASE_CONFIG, bound, make_node, make_pod, running, stays, unschedulable
+from tests.integration.test_scheduler import (
+    BASE_CONFIG, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
+)
 from scheduler.config import parse_config
 
 MESSAGE = 'pod uses resource claim "gpu" (spec.resourceClaims): tandem does not allocate resource claims yet'
@@ -38,3 +40,23 @@ async def test_a_pod_with_resource_claims_is_refused_by_name_unless_its_profile_
         notes = [e["note"] for e in await env.events_by_reason("trainer", "FailedScheduling")]
         assert notes and all(MESSAGE in n for n in notes), notes
         await stays(lambda: not env.node_of("trainer"), 0.3, "a pod placed without its resource claims")
+
+
+async def test_a_refused_pod_waits_for_its_own_update_not_for_cluster_events(tmp_path):
+    async with running(tmp_path, [make_node("node-0")]) as env:
+        env.create_pod(pod_with_claim("trainer"))
+        await unschedulable(env, "trainer")
+        queue = env.app.scheduler.queue
+        uid = env.pod("trainer")["metadata"]["uid"]
+        before = queue.infos[uid].attempts
+        # nodes and pods come and go: none of that can allocate its claims, so it is not tried again
+        env.create_node(make_node("node-1"))
+        env.create_pod(make_pod("control"))
+        await bound(env, "control")
+        await stays(lambda: queue.infos[uid].attempts == before, 0.3, "the refused pod retried for a cluster event")
+        # its own update is looked at again (and refused again, by name)
+        env.patch_pod("trainer", {"metadata": {"labels": {"app": "trainer", "tier": "gold"}}})
+        await eventually(lambda: queue.infos.get(uid) is not None and queue.infos[uid].attempts > before,
+                         what="the updated pod to be tried again")
+        assert MESSAGE in scheduled_condition(env.pod("trainer"))["message"]
+        assert not env.node_of("trainer")

@@ -283,10 +283,18 @@ ONE_OF = "exactly one of nonResourceAttributes or resourceAttributes must be spe
     pytest.param({"nonResourceAttributes": {"path": "/metrics", "verb": "get"}},
                  "spec.user: Invalid value: \"\": at least one of user or group must be specified",
                  id="neither a user nor a group is invalid"),
-    pytest.param({"user": "u"}, ONE_OF, id="no attributes at all is invalid"),
+    pytest.param({"user": "u"}, f"spec.resourceAttributes: Invalid value: null: {ONE_OF}",
+                 id="no attributes at all is invalid"),
     pytest.param({"user": "u", "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
-                  "resourceAttributes": {"verb": "get", "resource": "pods"}}, ONE_OF,
-                 id="both kinds of attributes is invalid"),
+                  "resourceAttributes": {"verb": "get", "resource": "pods"}},
+                 'spec.nonResourceAttributes: Invalid value: {"Path":"/metrics","Verb":"get"}: '
+                 "cannot be specified in combination with resourceAttributes",
+                 id="both kinds of attributes is invalid, blaming nonResourceAttributes"),
+    pytest.param({"nonResourceAttributes": {"verb": "get"}, "resourceAttributes": {"verb": "get"}},
+                 '[spec.nonResourceAttributes: Invalid value: {"Path":"","Verb":"get"}: cannot be specified in '
+                 'combination with resourceAttributes, spec.user: Invalid value: "": at least one of user or group '
+                 "must be specified]",
+                 id="both kinds and no subject: both causes, in the server's order"),
 ])
 async def test_an_incomplete_subject_access_review_is_invalid(target, spec, message):
     r = await target.req("POST", SUBJECT_ACCESS_REVIEWS, {"apiVersion": "authorization.k8s.io/v1",

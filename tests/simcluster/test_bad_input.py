@@ -252,6 +252,33 @@ async def test_negative_quantity_is_422_naming_the_field(target, resource, value
     assert bad["message"].endswith(": must be greater than or equal to 0"), bad
 
 
+RESTART_ALL = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
+
+
+@pytest.mark.parametrize("container, message", [
+    pytest.param({"restartPolicy": "Never", "restartPolicyRules": [RESTART_ALL]}, "",
+                 id="an app container may restart all containers on an exit code"),
+    pytest.param({"restartPolicy": "OnFailure"}, "", id="an app container may set its own restartPolicy"),
+    pytest.param({"restartPolicy": "Sometimes"}, 'spec.containers[0].restartPolicy: Unsupported value: "Sometimes": '
+                 'supported values: "Always", "Never", "OnFailure"', id="an unknown restartPolicy is refused"),
+    pytest.param({"restartPolicyRules": [RESTART_ALL]}, "spec.containers[0].restartPolicy: Required value: must "
+                 "specify restartPolicy when restart rules are used", id="restart rules need a restartPolicy"),
+    pytest.param({"restartPolicy": "Never", "restartPolicyRules": [{**RESTART_ALL, "action": "Bogus"}]},
+                 'spec.containers[0].restartPolicyRules[0].action: Unsupported value: "Bogus": supported values: '
+                 '"Restart", "RestartAllContainers"', id="an unknown rule action is refused"),
+])
+async def test_container_restart_rules_are_validated_as_in_1_36(target, container, message):
+    body = pod_body("p")
+    body["spec"]["containers"][0].update(container)
+    r = await target.req("POST", pods(target), body)
+    if not message:
+        assert r.status == 201, r.body
+        assert {k: r.body["spec"]["containers"][0].get(k) for k in container} == container
+        return
+    status = assert_status(r, 422, "Invalid")
+    assert status["message"] == f'Pod "p" is invalid: {message}', status
+
+
 async def test_unparseable_quantity_is_400_because_the_body_does_not_decode(target):
     r = await target.req("POST", pods(target), pod_body("p", cpu="lots"))
     body = assert_status(r, 400, "BadRequest")

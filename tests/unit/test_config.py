@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,21 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
     assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:3] == ["VolumeRestrictions", "VolumeBinding",
                                                                          "VolumeZone"]
     assert p.plugins["filter"].index("VolumeZone") == p.plugins["filter"].index("VolumeBinding") + 1
+
+
+def test_the_upstream_default_plugins_are_what_kube_scheduler_1_36_writes(tmp_path: Path) -> None:
+    """kube-scheduler --write-config-to: its defaulted multiPoint list for a profile that sets no plugins."""
+    binary = Path(os.environ.get("KUBEBUILDER_ASSETS", "")) / "kube-scheduler"
+    if not os.environ.get("KUBEBUILDER_ASSETS") or not binary.is_file():
+        pytest.skip("KUBEBUILDER_ASSETS has no kube-scheduler binary (../shared/realk8s/up.sh --assets prints one)")
+    cfg, out = tmp_path / "in.yaml", tmp_path / "out.yaml"
+    cfg.write_text(f"apiVersion: {API_VERSION}\nkind: {KIND}\nleaderElection: {{leaderElect: false}}\n")
+    # --master only satisfies the flag check; writing the configuration contacts no server
+    subprocess.run([str(binary), f"--config={cfg}", "--master=https://127.0.0.1:1", f"--write-config-to={out}"],
+                   check=True, capture_output=True, timeout=60)
+    (profile,) = yaml.safe_load(out.read_text())["profiles"]
+    written = tuple((e["name"], e.get("weight") or None) for e in profile["plugins"]["multiPoint"]["enabled"])
+    assert written == UPSTREAM_DEFAULT_PLUGINS
 
 
 def test_default_profile_score_weights_are_upstreams() -> None:

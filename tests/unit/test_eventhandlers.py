@@ -41,6 +41,8 @@ def changed(**fields: Any) -> Node:
     pytest.param(changed(unschedulable=True), A.UPDATE_NODE_TAINT, id="cordoning counts as a taint change"),
     pytest.param(changed(ready=False), A.UPDATE_NODE_CONDITION, id="readiness"),
     pytest.param(changed(annotations={}), A.UPDATE_NODE_ANNOTATION, id="annotations"),
+    pytest.param(changed(declared_features=frozenset({"RestartAllContainersOnContainerExits"})),
+                 A.UPDATE_NODE_DECLARED_FEATURE, id="declared features (status.declaredFeatures)"),
     pytest.param(changed(labels={}, ready=False), A.UPDATE_NODE_LABEL | A.UPDATE_NODE_CONDITION,
                  id="several changes are one event with several actions"),
 ])

@@ -58,4 +58,6 @@ def test_the_default_profile_runs_it_at_pre_filter_just_before_preemption_is_con
     p = load_config(None).profiles[0]
     assert "DynamicResources" in p.plugins["preFilter"]
     assert "DynamicResources" not in p.plugins["filter"]
-    assert p.plugin_sets["multiPoint"].enabled[-5:-3] == (("DynamicResources", None), ("DefaultPreemption", None))
+    names = [n for n, _ in p.plugin_sets["multiPoint"].enabled]
+    i = names.index("DynamicResources")
+    assert p.plugin_sets["multiPoint"].enabled[i:i + 2] == (("DynamicResources", 2), ("DefaultPreemption", None))
