@@ -22,7 +22,9 @@ upstream: a rejection there is Unschedulable and needs the events that raced
 with it, so a long hold still keeps the queue recording.
 
 A binding task never touches the cache except through ``_release``
-(Unreserve and forget) and never schedules. ``_fail`` runs inside scheduling
+(Unreserve and forget) and never schedules. An exception in it outside the
+plugins' calls (which the framework turns into Status(ERROR)) releases and
+requeues the pod with reason SchedulerError, unless the pod is bound already. ``_fail`` runs inside scheduling
 cycles too, so it stays synchronous: it spawns the condition writer, never
 awaits it.
 """

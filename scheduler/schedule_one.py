@@ -162,7 +162,8 @@ class ScheduleOne:
 
         The gang's members waiting at Permit (from this cycle or an earlier one) are rejected with Error:
         each one's room is released once (``on_reject`` -> ``_release``: Unreserve, forget) and its
-        binding task reports it and requeues it with backoff. Every other member still in flight (not
+        binding task reports it and requeues it with backoff. One a plugin rejected moments ago (a
+        sibling's Unreserve, before this) reports the error too (``Framework.reject_waiting``). Every other member still in flight (not
         tried yet, or whose cycle stopped short) is reported and requeued with backoff here. Members
         Permit already allowed are binding, and members already requeued stay where they are.
         """
