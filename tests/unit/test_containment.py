@@ -1,6 +1,6 @@
 """Failure containment: an exception anywhere in a cycle loses no pod and does not stop the loop.
 
-A fault-injecting plugin (TestFaults, at Filter, Score, Reserve and Permit)
+A fault-injecting plugin (TestFaults, at Filter, Score, Reserve, Permit and PreBind)
 and faults wrapped around the Coscheduling plugin's Gang and QueueSort
 methods, the cache's ``assume`` and the queue's ``done`` raise at one chosen
 call. The scheduler runs its real loop on a fake clock against a fake API.
@@ -74,11 +74,11 @@ class Faults:
 class TestFaults:
     __test__ = False   # a plugin, not a test class
     NAME = "TestFaults"
-    EXTENSION_POINTS = frozenset({"Filter", "Score", "Reserve", "Permit"})
+    EXTENSION_POINTS = frozenset({"Filter", "Score", "Reserve", "Permit", "PreBind"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:
-        self.faults = Faults()
+        self.faults: Any = Faults()   # anything with hit(point, what): tests/integration/test_fault_property.py
 
     def filter(self, state: CycleState, pod: Pod, nodes: Any, rows: np.ndarray) -> FilterResult:
         self.faults.hit("Filter", pod.name)
@@ -98,6 +98,10 @@ class TestFaults:
     def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status, float]:
         self.faults.hit("Permit", pod.name)
         return Status(), 0.0
+
+    async def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status:
+        self.faults.hit("PreBind", pod.name)
+        return Status()
 
 
 class FakeAPI:
