@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.scheduler import Scheduler
 
 
@@ -77,7 +78,7 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
                  "profiles": [{"schedulerName": "tandem-scheduler"}]}
     if percentage is not None:
         doc["percentageOfNodesToScore"] = percentage
-    s = Scheduler(parse_config(doc, "micro_cycle"), _NoAPI(), seed=1)
+    s = Scheduler(parse_config(doc, "micro_cycle"), _NoAPI(), seed=1, clock=Clock())
     for i in range(nodes):
         s.on_node_add({"metadata": {"name": f"node-{i}", "labels": {
             "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},

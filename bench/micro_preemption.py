@@ -25,6 +25,7 @@ import numpy as np
 
 from bench.micro_cycle import _NoAPI, time_cycles
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.scheduler import Scheduler
 
 
@@ -46,7 +47,7 @@ def _pod(name: str, cpu: str, priority: int, node: str = "") -> dict:
 async def measure(nodes: int, pods: int) -> tuple[np.ndarray, int]:
     doc = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
            "profiles": [{"schedulerName": "tandem-scheduler"}]}
-    s = Scheduler(parse_config(doc, "micro_preemption"), _NoEvictions(), seed=1)
+    s = Scheduler(parse_config(doc, "micro_preemption"), _NoEvictions(), seed=1, clock=Clock())
     s.preemption.activate = lambda uids: None     # preemptors stay held: each is timed once, on its first cycle
     for i in range(nodes):
         s.on_node_add({"metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},

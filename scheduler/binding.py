@@ -22,7 +22,9 @@ upstream: a rejection there is Unschedulable and needs the events that raced
 with it, so a long hold still keeps the queue recording.
 
 A binding task never touches the cache except through ``_release``
-(Unreserve and forget) and never schedules. ``_fail`` runs inside scheduling
+(Unreserve and forget) and never schedules. An exception in it outside the
+plugins' calls (which the framework turns into Status(ERROR)) releases and
+requeues the pod with reason SchedulerError, unless the pod is bound already. ``_fail`` runs inside scheduling
 cycles too, so it stays synchronous: it spawns the condition writer, never
 awaits it.
 """
@@ -59,35 +61,48 @@ class Binding:
     _condition_writers: set[str]
     cache: Any
     preemption: Any
+    frameworks: dict[str, Framework]
 
     # ------------------------------------------------------------------ the binding cycle
 
     async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
         pod = qi.pod
-        st = await fw.wait_on_permit(pod)
-        done = st.is_success()
-        if done:
-            # past Permit nothing can make the pod unschedulable: the queue stops keeping events for it
-            # now, not after a slow PreBind or Bind (upstream's bindingCycle calls Done here)
-            self.queue.done(pod.uid)
-            st = await fw.run_pre_bind(state, pod, node)
-        if st.is_success():
-            st = await fw.run_bind(state, pod, node)
-        if not st.is_success():
-            self._release(fw, state, qi, node)  # a no-op when a rejection already released it
-            if st.is_rejected() and st.plugin:
-                qi.unschedulable_plugins = {st.plugin}
-            reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
-            msg = st.message() if st.is_rejected() else f"running Bind plugin {st.plugin!r}: {st.message()}"
-            self._fail(fw, qi, st, reason=reason, message=msg, done=done)
-            return
-        self.scheduled += 1
-        fw.run_post_bind(state, pod, node)
-        if self.events is not None:
-            self.events.record(pod, "Normal", "Scheduled", "Binding",
-                               f"Successfully assigned {pod.namespace}/{pod.name} to {node}", fw.name)
-        if self.metrics is not None:
-            self.metrics.observe_scheduled(qi, fw.name, self.clock())
+        done = bound = False
+        try:
+            st = await fw.wait_on_permit(pod)
+            if st.is_success():
+                # past Permit nothing can make the pod unschedulable: the queue stops keeping events for it
+                # now, not after a slow PreBind or Bind (upstream's bindingCycle calls Done here)
+                self.queue.done(pod.uid)
+                done = True
+                st = await fw.run_pre_bind(state, pod, node)
+            if st.is_success():
+                st = await fw.run_bind(state, pod, node)
+            if not st.is_success():
+                self._release(fw, state, qi, node)  # a no-op when a rejection already released it
+                if st.is_rejected() and st.plugin:
+                    qi.unschedulable_plugins = {st.plugin}
+                reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
+                # an error at Permit (a gang rejected for an error) says so itself; past Permit, name the binder
+                msg = (st.message() if st.is_rejected() or not done
+                       else f"running Bind plugin {st.plugin!r}: {st.message()}")
+                self._fail(fw, qi, st, reason=reason, message=msg, done=done)
+                return
+            bound = True
+            self.scheduled += 1
+            fw.run_post_bind(state, pod, node)
+            if self.events is not None:
+                self.events.record(pod, "Normal", "Scheduled", "Binding",
+                                   f"Successfully assigned {pod.namespace}/{pod.name} to {node}", fw.name)
+            if self.metrics is not None:
+                self.metrics.observe_scheduled(qi, fw.name, self.clock())
+        except Exception as exc:  # a bug outside the plugins' calls: the pod must not be lost
+            log.exception("binding cycle of %s failed", pod.key)
+            if bound:
+                return   # it is bound: only the reporting after it failed
+            self._release(fw, state, qi, node)
+            msg = f"binding cycle failed: {Status.from_error(exc).message()}"
+            self._fail(fw, qi, Status(Code.ERROR, msg, error=exc), reason="SchedulerError", message=msg, done=done)
 
     # ------------------------------------------------------------------ failures
 
@@ -140,6 +155,26 @@ class Binding:
             return
         self._conditions[pod.uid] = want
         self._start_status_writer(pod)
+
+    def _sort_key_failed(self, qi: QueuedPodInfo, exc: Exception) -> None:
+        """The QueueSort plugin raised for this pod: the queue ordered it as PrioritySort would; say why.
+
+        Logged with the traceback and counted as an error attempt; the pod gets PodScheduled=False
+        (SchedulerError) and a FailedScheduling event once per message, not at every push.
+        """
+        fw = self.frameworks.get(qi.profile) or next(iter(self.frameworks.values()))
+        plugin = fw.queue_sort[0].NAME if fw.queue_sort else "QueueSort"
+        msg = (f'running QueueSort plugin "{plugin}": {Status.from_error(exc).message()}; '
+               f"queued by priority and arrival time instead")
+        latest = self.pods.get(qi.uid)
+        if latest is None or self._conditions.get(qi.uid) == ("SchedulerError", msg):
+            return
+        log.error("plugin %s failed at QueueSort for %s", plugin, qi.pod.key, exc_info=exc)
+        if self.events is not None:
+            self.events.record(qi.pod, "Warning", "FailedScheduling", "Scheduling", msg, fw.name)
+        if self.metrics is not None:
+            self.metrics.observe_failure("SchedulerError", fw.name, qi)
+        self._set_condition(qi.pod, latest, "SchedulerError", msg)
 
     # ------------------------------------------------------------------ pods held at PreEnqueue (preenqueue.py)
 

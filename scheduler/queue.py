@@ -19,7 +19,16 @@ arrive meanwhile are recorded, and if the pod comes back unschedulable
 those events are replayed against it, so an event that raced with a cycle
 is never lost; :meth:`activate` on an in-flight pod is recorded the same
 way. Every pod the queue knows is in exactly one of: activeQ, backoffQ,
-unschedulable, gated, in flight.
+unschedulable, gated, in flight. A pod leaves "in flight" only through
+:meth:`requeue_failed` (back to a queue), :meth:`done` (Permit allowed it, or
+it was deleted or bound) or :meth:`delete`; the scheduler calls one of them
+for every pod it popped or took with :meth:`take_group`, on every path out
+of a cycle, a plugin's exception included (scheduler/schedule_one.py), so
+the in-flight set empties and the recorded events are trimmed.
+
+A QueueSort plugin whose key raises for a pod does not keep the pod out:
+it is queued by PrioritySort's key (:func:`fallback_sort_key`) and the
+scheduler is told (``sort_failed``), which reports it on the pod.
 """
 
 from __future__ import annotations
@@ -73,16 +82,19 @@ class SchedulingQueue:
                  pre_enqueue: Callable[[QueuedPodInfo], Status],
                  hints: dict[str, dict[str, list[ClusterEventWithHint]]],
                  initial_backoff: float = 1.0, max_backoff: float = 10.0,
-                 max_unschedulable: float = 300.0, clock: Clock | None = None,
-                 flush_interval: float = 30.0, gangs: GangIndex | None = None) -> None:
+                 max_unschedulable: float = 300.0, *, clock: Clock,
+                 flush_interval: float = 30.0, gangs: GangIndex | None = None,
+                 sort_failed: Callable[[QueuedPodInfo, Exception], None] | None = None) -> None:
         """``hints``: profile -> plugin -> the events it registered (EnqueueExtensions).
 
-        ``clock`` is the scheduler's one clock: backoff expiries, the leftover flush and pop's
-        wait for them all read and fire from it. ``gangs`` is the cache's gang index, which
-        :meth:`take_group` reads to find a gang's members.
+        ``clock`` is the scheduler's one clock (required: there is no other): backoff expiries, the
+        leftover flush and pop's wait for them all read and fire from it. ``gangs`` is the cache's
+        gang index, which :meth:`take_group` reads to find a gang's members. ``sort_failed`` is told
+        when ``sort_key`` (the QueueSort plugin) raised for a pod; the pod is queued all the same, by
+        PrioritySort's key (:func:`fallback_sort_key`).
         """
-        clock = clock if clock is not None else Clock()
         self.sort_key = sort_key
+        self.sort_failed = sort_failed
         self.pre_enqueue = pre_enqueue
         self.hints = hints
         self.initial_backoff = initial_backoff
@@ -185,10 +197,18 @@ class SchedulingQueue:
         return out
 
     def _push_active(self, qi: QueuedPodInfo) -> None:
+        try:
+            key = self.sort_key(qi)
+        except Exception as exc:  # a QueueSort plugin's bug: the pod is still queued, and says why
+            key = fallback_sort_key(qi)
+            if self.sort_failed is not None:
+                self.sort_failed(qi, exc)
+            else:
+                log.exception("the queue sort key of %s failed; ordering it by priority", qi.pod.key)
         token = next(self._counter)
         self._active_tokens[qi.uid] = token
         self._backoff_tokens.pop(qi.uid, None)
-        heapq.heappush(self._active, (self.sort_key(qi), token, qi.uid))
+        heapq.heappush(self._active, (key, token, qi.uid))
         self._set_where(qi.uid, "active")
         self._wakeup.set()
 
@@ -478,6 +498,15 @@ class SchedulingQueue:
     def close(self) -> None:
         self._closed = True
         self._wakeup.set()
+
+
+def fallback_sort_key(qi: QueuedPodInfo) -> tuple[int, float]:
+    """PrioritySort's key, for a pod whose QueueSort key raised: higher priority first, then queue time.
+
+    It must compare with the plugin's keys in one heap: both QueueSort plugins here begin their keys
+    with (-priority, a time), so the pod lands among the others as PrioritySort would place it.
+    """
+    return (-qi.pod.priority, qi.timestamp)
 
 
 def _own_gang_release(qi: QueuedPodInfo, event: ClusterEvent, old: Any) -> bool:

@@ -7,6 +7,14 @@ requeued and reported (``_fail``, binding.py). :meth:`ScheduleOne.schedule_next`
 runs a popped gang member together with its pending siblings, back to back:
 the group cycle.
 
+Failures are contained here, as upstream's handleSchedulingFailure does: a
+plugin's exception is a Status(ERROR) (framework/runtime.py), and an
+exception anywhere else in a cycle, in the Gang hooks or in the group cycle
+is caught, logged once with its traceback, and becomes reason
+SchedulerError for every pod involved: what the pod held is released
+(Unreserve, forget), and the pod goes back to the queue with backoff. In a
+group cycle an error rejects the whole gang together (``_reject_gang``).
+
 Nothing here may await or otherwise yield to the event loop: the cache cannot
 change under a cycle, so no snapshot is taken, and only the gang in its group
 cycle can hold partial reservations, so gangs never deadlock. This is the hot
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import random
 import time
 from typing import Any
@@ -32,6 +41,8 @@ from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
+
+log = logging.getLogger("tandem.scheduler")
 
 # kube-scheduler's sampling constants (schedule_one.go)
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -52,6 +63,12 @@ def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int) -> int:
     return max(n, MIN_FEASIBLE_NODES_TO_FIND)
 
 
+def _plugin_raised(plugin: str, point: str, exc: Exception) -> str:
+    """Log a plugin's exception once, with its traceback; the SchedulerError message the pods get."""
+    log.error("plugin %s failed at %s", plugin, point, exc_info=exc)
+    return f'running {point} plugin "{plugin}": {Status.from_error(exc).message()}'
+
+
 class ScheduleOne:
     """The scheduling cycle of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
 
@@ -70,13 +87,38 @@ class ScheduleOne:
     # ------------------------------------------------------------------ the scheduling cycle
 
     def schedule_next(self, qi: QueuedPodInfo) -> None:
-        """Schedule a popped pod: alone, or with the rest of its gang in one uninterrupted group cycle."""
+        """Schedule a popped pod: alone, or with the rest of its gang in one uninterrupted group cycle.
+
+        Every exception is contained here, as upstream's handleSchedulingFailure contains an error:
+        a cycle's own (schedule_one), the Gang hooks', and the group cycle's. Each pod involved ends
+        queued with reason SchedulerError, waiting at Permit, binding, or bound; never in flight.
+        """
         fw = self.frameworks[qi.profile]
-        key = fw.gang.gang_key(qi.pod) if fw.gang is not None else None
+        gang = fw.gang
+        if gang is None:
+            self.schedule_one(qi)
+            return
+        try:
+            key = gang.gang_key(qi.pod)
+        except Exception as exc:  # the Gang hooks bypass Framework._call: contained here
+            msg = _plugin_raised(gang.NAME, "Gang", exc)
+            self._fail(fw, qi, Status(Code.ERROR, msg, plugin=gang.NAME), reason="SchedulerError", message=msg)
+            return
         if not key:
             self.schedule_one(qi)
             return
-        members = [qi] + self.queue.take_group(key, qi.profile)
+        members = [qi]
+        try:
+            members += self.queue.take_group(key, qi.profile)
+            self._group_cycle(fw, key, members)
+        except Exception as exc:  # a bug in the group cycle itself: the gang is rejected as a whole
+            log.exception("the group cycle of PodGroup %s failed", key)
+            self._reject_gang(fw, key, members, f"PodGroup {key} gets rejected due to an error: "
+                                                f"{Status.from_error(exc).message()}", "")
+
+    def _group_cycle(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> None:
+        """The members' cycles back to back, largest first; a member's verdict may end the gang's attempt."""
+        gang = fw.gang
         # largest first (first-fit decreasing): a small member placed first must not take the only node a
         # big one fits on, since a gang that fails is not retried until the cluster changes
         members.sort(key=lambda m: (-m.pod.priority, -m.pod.requests.get("cpu", 0),
@@ -85,6 +127,12 @@ class ScheduleOne:
             failed = self.schedule_one(member)
             if failed is None:
                 continue
+            if failed.code == Code.ERROR:
+                # an error is no verdict on the gang: the whole gang is rejected together, every member to
+                # backoff with reason SchedulerError (the member itself is already there)
+                self._reject_gang(fw, key, members, f"PodGroup {key} gets rejected due to Pod {member.pod.name} "
+                                                    f"failed with an error: {failed.message()}", failed.plugin)
+                return
             if self.preemption.is_preempting(member.pod.uid):
                 # its PostFilter planned room for every missing member and started the evictions: the members
                 # not tried yet wait with it (held at PreEnqueue, nominated); those waiting at Permit keep waiting
@@ -96,14 +144,46 @@ class ScheduleOne:
             # one member cannot be placed. If the gang cannot be whole now, the plugin rejects the
             # members waiting at Permit (their room is released synchronously, see _release) and the
             # members not tried yet go back to the queue with the gang's reason.
-            msg = fw.gang.gang_failed(member.pod, failed)
+            try:
+                msg = gang.gang_failed(member.pod, failed)
+            except Exception as exc:  # the Gang hooks bypass Framework._call: contained here
+                self._reject_gang(fw, key, members, _plugin_raised(gang.NAME, "Gang", exc), gang.NAME)
+                return
             if not msg:
                 continue  # the gang can still be whole (quorum reached, or enough members left to try)
             for rest in members[i + 1:]:
-                rest.unschedulable_plugins = {fw.gang.NAME}
-                self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=fw.gang.NAME), reason="Unschedulable",
+                rest.unschedulable_plugins = {gang.NAME}
+                self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME), reason="Unschedulable",
                            message=msg)
             return
+
+    def _reject_gang(self, fw: Framework, key: str, members: list[QueuedPodInfo], msg: str, plugin: str) -> None:
+        """A group cycle ended in an error: reject the whole gang together, as SchedulerError.
+
+        The gang's members waiting at Permit (from this cycle or an earlier one) are rejected with Error:
+        each one's room is released once (``on_reject`` -> ``_release``: Unreserve, forget) and its
+        binding task reports it and requeues it with backoff. One a plugin rejected moments ago (a
+        sibling's Unreserve, before this) reports the error too (``Framework.reject_waiting``). Every other member still in flight (not
+        tried yet, or whose cycle stopped short) is reported and requeued with backoff here. Members
+        Permit already allowed are binding, and members already requeued stay where they are.
+        """
+        uids = set(self.cache.gangs.member_uids(key))
+        uids.update(m.uid for m in members)
+        st = Status(Code.ERROR, msg, plugin=plugin)
+        fw.reject_waiting(uids, st)
+        queue = self.queue
+        for uid in uids:
+            qi = queue.infos.get(uid)
+            # released: a rejected waiting pod, whose binding task reports it (once)
+            if (qi is not None and queue.where.get(uid) == "inflight" and not qi.released
+                    and not self.cache.is_assumed(uid)):
+                self._fail(fw, qi, st, reason="SchedulerError", message=msg)
+
+    def _requeue_if_stranded(self, qi: QueuedPodInfo) -> None:
+        """The last resort of the loop: a popped pod that an escaped exception left in flight, unassumed and
+        not waiting, goes to backoff (a pod waiting at Permit or binding has a task that reports it)."""
+        if self.queue.where.get(qi.uid) == "inflight" and not qi.released and not self.cache.is_assumed(qi.uid):
+            self.queue.requeue_failed(qi, unschedulable=False)
 
     def schedule_one(self, qi: QueuedPodInfo) -> Status | None:
         """One scheduling cycle. Synchronous: the cache cannot change under it.
@@ -114,87 +194,110 @@ class ScheduleOne:
         t0 = time.perf_counter()
         pod = qi.pod
         fw = self.frameworks[qi.profile]
-        latest = self.pods.get(pod.uid)
-        if latest is None or latest.node_name or latest.deleting:
-            self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
-            return None
-        problem = self._pod_problem(pod)
-        if problem:
-            st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
-            self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
-            return st
-        st = self._refuse_unsupported(fw, qi, t0)
-        if st is not None:
-            return st
-        state = CycleState()
-        rows, st, diag = fw.run_pre_filter(state, pod)
-        feasible = rows
-        nominated = None
-        if st.is_success():
-            if self.cache.nominations or pod.nominated_node_name:
-                nominated = self._on_nominated_node(fw, state, pod, rows)
-            if nominated is not None:
-                feasible = nominated
-            else:
-                feasible, st = fw.run_filter_with_nominated(state, pod, rows, diag)
-        if st.code == Code.ERROR:
-            self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
-            return st
-        diag.num_all_nodes = len(self.cache.nodes)
-        if len(feasible) == 0:
-            nominate = None
-            if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
-                result, pst = fw.run_post_filter(state, pod, diag)
-                if pst.code == Code.ERROR:
-                    self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
-                    return pst
-                if pst.reasons and not pst.is_success():
-                    diag.post_filter_msg = pst.message()
-                if result is not None:
-                    nominate = result.nominated_node   # "" clears the pod's nomination
-            qi.unschedulable_plugins = diag.unschedulable_plugins
-            code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
-            st = Status(code, diag.message())
-            self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
-            self._record_cycle(t0, "unschedulable", fw)
-            return st
-        if nominated is None:
-            feasible = self._sample(fw, feasible)
-        if len(feasible) == 1:
-            row = int(feasible[0])
-        else:
-            total, st = fw.run_score(state, pod, feasible)
-            if not st.is_success():
+        node: str | None = None   # set once the pod is assumed: the release below needs it
+        try:
+            latest = self.pods.get(pod.uid)
+            if latest is None or latest.node_name or latest.deleting:
+                self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
+                return None
+            problem = self._pod_problem(pod)
+            if problem:
+                st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
+                self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
+                return st
+            st = self._refuse_unsupported(fw, qi, t0)
+            if st is not None:
+                return st
+            state = CycleState()
+            rows, st, diag = fw.run_pre_filter(state, pod)
+            feasible = rows
+            nominated = None
+            if st.is_success():
+                if self.cache.nominations or pod.nominated_node_name:
+                    nominated = self._on_nominated_node(fw, state, pod, rows)
+                if nominated is not None:
+                    feasible = nominated
+                else:
+                    feasible, st = fw.run_filter_with_nominated(state, pod, rows, diag)
+            if st.code == Code.ERROR:
                 self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
                 return st
-            best = np.flatnonzero(total == total.max())
-            row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
-        node = self.cache.nodes.names[row]
-        self.cache.assume(pod, node)
-        if self.cache.nominations:
-            self.cache.nominations.clear(pod.uid)   # it has a node now (upstream: DeleteNominatedPodIfExists)
-        qi.released = False
-        st = fw.run_reserve(state, pod, node)
-        if not st.is_success():
+            diag.num_all_nodes = len(self.cache.nodes)
+            if len(feasible) == 0:
+                nominate = None
+                if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
+                    result, pst = fw.run_post_filter(state, pod, diag)
+                    if pst.code == Code.ERROR:
+                        self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
+                        return pst
+                    if pst.reasons and not pst.is_success():
+                        diag.post_filter_msg = pst.message()
+                    if result is not None:
+                        nominate = result.nominated_node   # "" clears the pod's nomination
+                qi.unschedulable_plugins = diag.unschedulable_plugins
+                code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
+                st = Status(code, diag.message())
+                self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
+                self._record_cycle(t0, "unschedulable", fw)
+                return st
+            if nominated is None:
+                feasible = self._sample(fw, feasible)
+            if len(feasible) == 1:
+                row = int(feasible[0])
+            else:
+                total, st = fw.run_score(state, pod, feasible)
+                if not st.is_success():
+                    self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
+                    return st
+                best = np.flatnonzero(total == total.max())
+                row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
+            node = self.cache.nodes.names[row]
+            self.cache.assume(pod, node)
+            if self.cache.nominations:
+                self.cache.nominations.clear(pod.uid)   # it has a node now (upstream: DeleteNominatedPodIfExists)
+            qi.released = False
+            st = fw.run_reserve(state, pod, node)
+            if not st.is_success():
+                self._release(fw, state, qi, node)
+                self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                           message=st.message())
+                return st
+            st = fw.run_permit(state, pod, node)
+            if not st.is_success() and not st.is_wait():
+                self._release(fw, state, qi, node)
+                if st.plugin:
+                    qi.unschedulable_plugins = {st.plugin}
+                self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                           message=st.message())
+                return st
+            if st.is_wait():
+                wp = fw.get_waiting_pod(pod.uid)
+                if wp is not None:
+                    wp.on_reject = functools.partial(self._release, fw, state, qi, node)
+            self._record_cycle(t0, "scheduled", fw)
+            self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
+            return None
+        except Exception as exc:  # a bug outside the plugins' calls (which return Status(ERROR)): contained here
+            return self._cycle_raised(fw, qi, state if node is not None else None, node, exc)
+
+    def _cycle_raised(self, fw: Framework, qi: QueuedPodInfo, state: CycleState | None, node: str | None,
+                      exc: Exception) -> Status:
+        """An exception escaped the cycle: give back what the pod holds and requeue it as SchedulerError.
+
+        The binding task is the cycle's last step, so none exists for this pod: a Permit wait it started
+        has nobody to await it, and is dropped here. Logged once, with the traceback.
+        """
+        pod = qi.pod
+        log.exception("scheduling cycle of %s failed", pod.key)
+        wp = fw.waiting.pop(pod.uid, None)
+        if wp is not None:
+            wp.cancel_timers()
+        if node is not None and state is not None and self.cache.is_assumed(pod.uid):
             self._release(fw, state, qi, node)
-            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
-                       message=st.message())
-            return st
-        st = fw.run_permit(state, pod, node)
-        if not st.is_success() and not st.is_wait():
-            self._release(fw, state, qi, node)
-            if st.plugin:
-                qi.unschedulable_plugins = {st.plugin}
-            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
-                       message=st.message())
-            return st
-        if st.is_wait():
-            wp = fw.get_waiting_pod(pod.uid)
-            if wp is not None:
-                wp.on_reject = functools.partial(self._release, fw, state, qi, node)
-        self._record_cycle(t0, "scheduled", fw)
-        self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
-        return None
+        msg = f"scheduling cycle failed: {Status.from_error(exc).message()}"
+        st = Status(Code.ERROR, msg, error=exc)
+        self._fail(fw, qi, st, reason="SchedulerError", message=msg)
+        return st
 
     def _on_nominated_node(self, fw: Framework, state: CycleState, pod: Pod, rows: np.ndarray) -> np.ndarray | None:
         """evaluateNominatedNode: a pod nominated by preemption tries that node first; its row if the pod fits."""

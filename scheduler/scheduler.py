@@ -17,9 +17,13 @@ Mixins rather than functions taking the scheduler keep the cycle's attribute
 and method lookups what they were on one class (nothing extra per pod). All
 state is created here, in ``__init__``; the mixins only declare what they use.
 
-A failure anywhere after assume runs Unreserve, forgets the assumed pod and
-requeues it: a pod is always in the queue, in a cycle, waiting on Permit,
-binding, or bound. What users see is what kube-scheduler writes: Scheduled /
+Nothing is lost: a pod is always in the queue, in a cycle, waiting on
+Permit, binding, or bound. A failure anywhere after assume runs Unreserve,
+forgets the assumed pod and requeues it (``_release`` and ``_fail``), and a
+plugin's exception is one more such failure: the cycle contains it
+(schedule_one.py), the binding task contains its own (binding.py), a
+QueueSort key that raises still queues the pod (queue.py), and :meth:`run`
+keeps popping whatever escapes. What users see is what kube-scheduler writes: Scheduled /
 FailedScheduling events (events.k8s.io/v1, reportingController = the
 profile's schedulerName), the PodScheduled=False condition with reason
 Unschedulable or SchedulerError, and the "0/N nodes are available: ..." message.
@@ -52,9 +56,9 @@ log = logging.getLogger("tandem.scheduler")
 
 class Scheduler(EventHandlers, ScheduleOne, Binding):
     def __init__(self, config: SchedulerConfig, client: Any, events: Any = None, metrics: Any = None,
-                 seed: int | None = None, clock: Clock | None = None) -> None:
+                 seed: int | None = None, *, clock: Clock) -> None:
         self.config = config
-        self.clock: Clock = clock if clock is not None else Clock()   # the one clock (framework/clock.py)
+        self.clock = clock   # the one clock (framework/clock.py): required, so there is no second one
         self.client = client
         self.events = events
         self.metrics = metrics
@@ -71,7 +75,8 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
                 hints[name].setdefault(plugin, []).append(ceh)
         self.queue = SchedulingQueue(first.sort_key, self._pre_enqueue, hints,
                                      config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds,
-                                     clock=self.clock, gangs=self.cache.gangs)
+                                     clock=self.clock, gangs=self.cache.gangs,
+                                     sort_failed=self._sort_key_failed)
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         # called with "ns/podgroup" when a member pod or the PodGroup itself changes (the PodGroup status
         # controller marks the group dirty; a call must be O(1) and must not raise)
@@ -143,15 +148,20 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
     async def run(self) -> None:
         """Pop and schedule until stopped. Yields to the loop between cycles."""
         while not self._stopping:
-            qi = await self.queue.pop()
+            try:
+                qi = await self.queue.pop()
+            except Exception:  # a bug in the queue (QueueSort keys are contained inside it): pop again
+                log.exception("popping the next pod failed")
+                await asyncio.sleep(0)
+                continue
             if qi is None:
                 break
             try:
+                # contains every exception of the cycle, the group cycle and the gang hooks itself
                 self.schedule_next(qi)
-            except Exception:  # a bug in the cycle: the pod goes back, the scheduler goes on
+            except Exception:  # a bug in that containment: the popped pod goes back, the scheduler goes on
                 log.exception("scheduling cycle for %s failed", qi.pod.key)
-                self.cache.forget(qi.pod)
-                self.queue.requeue_failed(qi, unschedulable=False)
+                self._requeue_if_stranded(qi)
             if self.preemption.sync_waits:   # asyncPreemption: false: the evictions run in the loop
                 await self.preemption.wait_sync()
             await asyncio.sleep(0)  # let informers and binding tasks run between cycles

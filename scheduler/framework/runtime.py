@@ -19,8 +19,13 @@ Semantics follow kube-scheduler's frameworkImpl:
   most 15 minutes) passes before that plugin allowed it.
 * Bind plugins run in order until one does not Skip.
 
-An exception escaping a plugin becomes Status(ERROR) naming the plugin:
-the cycle fails for that pod, the scheduler goes on.
+An exception escaping a plugin at any extension point run here becomes
+Status(ERROR) naming the plugin (logged once, with its traceback): the
+cycle fails for that pod with reason SchedulerError and the scheduler goes
+on. Two kinds of plugin method are called from outside this class, and are
+contained where they are called: a QueueSort key (the queue orders the pod
+as PrioritySort would, scheduler/queue.py) and the Gang methods of the group
+cycle (the whole gang is rejected with SchedulerError, scheduler/schedule_one.py).
 """
 
 from __future__ import annotations
@@ -94,6 +99,8 @@ class WaitingPod:
     # run synchronously at rejection: the scheduler unreserves and forgets the pod right there, so a
     # rejected gang frees its room before the next cycle, not when the binding task next runs
     on_reject: Any = None
+    # what the binding task sees instead of a rejection it has not seen yet (Framework.reject_waiting)
+    overruled: Status | None = None
 
     def allow(self, plugin: str) -> None:
         self.pending.discard(plugin)
@@ -104,11 +111,23 @@ class WaitingPod:
             self.future.set_result(SUCCESS)
 
     def reject(self, plugin: str, msg: str) -> None:
+        """Resolve the wait as Unschedulable, then release the pod's room (``on_reject``). Once: later calls
+        do nothing."""
+        if self.settle(Status(Code.UNSCHEDULABLE, msg, plugin=plugin)):
+            self.release()
+
+    def settle(self, st: Status) -> bool:
+        """The first half of a rejection: settle the outcome, release nothing yet. False if already settled."""
         self.cancel_timers()
-        if not self.future.done():
-            self.future.set_result(Status(Code.UNSCHEDULABLE, msg, plugin=plugin))
-            if self.on_reject is not None:
-                self.on_reject()
+        if self.future.done():
+            return False
+        self.future.set_result(st)
+        return True
+
+    def release(self) -> None:
+        """The second half of :meth:`reject`: give the room back (the scheduler's ``_release``, itself once)."""
+        if self.on_reject is not None:
+            self.on_reject()
 
     def cancel_timers(self) -> None:
         for timer in self.timers.values():
@@ -483,7 +502,8 @@ class Framework:
         if wp is None:
             return SUCCESS
         try:
-            return await wp.future
+            st = await wp.future
+            return st if wp.overruled is None else wp.overruled
         finally:
             wp.cancel_timers()
             self.waiting.pop(pod.uid, None)
@@ -493,6 +513,26 @@ class Framework:
 
     def iterate_waiting_pods(self) -> list[WaitingPod]:
         return list(self.waiting.values())
+
+    def reject_waiting(self, uids: "set[str] | frozenset[str]", st: Status) -> int:
+        """Every waiting pod in ``uids`` ends with ``st`` (a rejection); returns how many were still waiting.
+
+        All outcomes are settled before any room is released: a release runs Unreserve, and a gang
+        plugin's Unreserve rejects the waiting siblings with its own words; settled first, each of them
+        keeps ``st``, and each is released exactly once. A pod rejected earlier whose binding task has
+        not seen it yet (it is still listed here) is released already: it only reports ``st`` instead.
+        """
+        rejected = []
+        for wp in self.iterate_waiting_pods():
+            if wp.pod.uid not in uids:
+                continue
+            if wp.settle(st):
+                rejected.append(wp)
+            elif not wp.future.cancelled() and not wp.future.result().is_success():
+                wp.overruled = st
+        for wp in rejected:
+            wp.release()
+        return len(rejected)
 
     async def run_pre_bind(self, state: CycleState, pod: "Pod", node: str) -> Status:
         for p in self.pre_bind_plugins:

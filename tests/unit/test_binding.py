@@ -14,6 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from scheduler.config import parse_config
+from scheduler.framework.clock import Clock
 from scheduler.queue import QueuedPodInfo
 from scheduler.scheduler import Scheduler
 
@@ -54,7 +55,7 @@ class FakeEvents:
 def scheduler(api: SlowAPI, events: FakeEvents | None = None) -> Scheduler:
     cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                         "podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 10}, "<test>")
-    s = Scheduler(cfg, api, events)
+    s = Scheduler(cfg, api, events, clock=Clock())
     s.on_node_add(node("n1"))
     return s
 

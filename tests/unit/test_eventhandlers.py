@@ -16,7 +16,7 @@ import yaml
 from scheduler.config import parse_config
 from scheduler.eventhandlers import node_update_action
 from scheduler.framework import ActionType
-from scheduler.framework.clock import FakeClock
+from scheduler.framework.clock import Clock, FakeClock
 from scheduler.model import Node, Taint
 from scheduler.scheduler import Scheduler
 
@@ -64,7 +64,7 @@ class NoAPI:
 def scheduler() -> Scheduler:
     cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"},
                        "<test>")
-    s = Scheduler(cfg, NoAPI())
+    s = Scheduler(cfg, NoAPI(), clock=Clock())
     s.on_node_add({"metadata": {"name": "n1", "uid": "n1"},
                    "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
     return s
@@ -129,7 +129,7 @@ def test_namespaces_and_their_labels_are_kept_in_the_cache() -> None:
 def test_every_profiles_handle_reaches_the_one_spread_selectors() -> None:
     cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                         "profiles": [{"schedulerName": "a"}, {"schedulerName": "b"}]}, "<test>")
-    s = Scheduler(cfg, NoAPI())
+    s = Scheduler(cfg, NoAPI(), clock=Clock())
     assert [fw.handle.spread_selectors for fw in s.frameworks.values()] == [s.spread_selectors] * 2
     s.spread_selectors.on_add("Service", {"metadata": {"name": "web", "namespace": "default"},
                                           "spec": {"selector": {"app": "web"}}})

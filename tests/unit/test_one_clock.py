@@ -54,13 +54,6 @@ EXCEPTIONS: dict[tuple[str, str], str] = {
         "is minted on the machine's; a fake clock would mint one not yet (or no longer) valid",
 }
 
-# Being made to require a clock on a parallel branch (issue 18, part 6): tolerated here, not required to
-# match. Delete this set once that branch is merged; the test then holds these files to the rule too.
-PENDING: dict[tuple[str, str], str] = {
-    ("scheduler/scheduler.py", "Clock()"): "Scheduler's clock becomes required on its own branch",
-    ("scheduler/queue.py", "Clock()"): "SchedulingQueue's clock becomes required on its own branch",
-}
-
 
 @dataclass(frozen=True)
 class Finding:
@@ -155,7 +148,7 @@ def all_findings() -> list[Finding]:
 
 
 def test_no_module_reads_time_outside_the_clock() -> None:
-    bad = [f for f in all_findings() if (f.path, f.what) not in EXCEPTIONS and (f.path, f.what) not in PENDING]
+    bad = [f for f in all_findings() if (f.path, f.what) not in EXCEPTIONS]
     assert not bad, "time read or a clock built outside scheduler/framework/clock.py (inject the clock):\n" + \
         "\n".join(map(str, bad))
 

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from scheduler.framework.clock import Clock as RealClock
 from scheduler.framework.clock import FakeClock as Clock
 from scheduler.framework import ActionType, ClusterEvent, ClusterEventWithHint, Code, QueueingHint, Resource, Status
 from scheduler.model import Pod
@@ -721,7 +722,7 @@ async def test_an_idle_queue_still_flushes_pods_left_unschedulable_too_long() ->
     # nothing active and no cluster event: pop's own wait must bring the parked pod back after
     # max_unschedulable (upstream's periodic flushUnschedulablePodsLeftover), not wait forever
     q = SchedulingQueue(lambda qi: (-qi.pod.priority, qi.timestamp), Gate(), {PROFILE: HINTS},
-                        max_unschedulable=0.05, flush_interval=0.05)
+                        max_unschedulable=0.05, flush_interval=0.05, clock=RealClock())
     q.add(pod("a"), PROFILE)
     qi = await asyncio.wait_for(q.pop(), 1)
     qi.unschedulable_plugins = {"TestNodePlugin"}
