@@ -22,10 +22,10 @@ import numpy as np
 
 from plugins.node_resources_balanced_allocation import NodeResourcesBalancedAllocation
 from plugins.node_resources_fit import NodeResourcesFit
-from scheduler.cache import Cache
 from scheduler.framework import CycleState, Handle
 from scheduler.framework.clock import Clock
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 
 def build(n: int, seed: int = 1) -> Cache:

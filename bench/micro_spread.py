@@ -22,10 +22,10 @@ import statistics
 import time
 
 from plugins.pod_topology_spread import PodTopologySpread, PodTopologySpreadArgs
-from scheduler.cache import Cache
 from scheduler.framework import CycleState, Handle
 from scheduler.framework.clock import Clock
 from scheduler.model import Pod, parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 ZONE = "topology.kubernetes.io/zone"
 

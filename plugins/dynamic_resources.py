@@ -33,7 +33,7 @@ from scheduler.framework import ClusterEventWithHint, Code, CycleState, Status, 
 from scheduler.model import Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "DynamicResources"
 NOT_ALLOCATED = "tandem does not allocate resource claims yet"

@@ -22,7 +22,7 @@ from scheduler.framework import MAX_NODE_SCORE, CycleState, register
 from scheduler.model import Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB

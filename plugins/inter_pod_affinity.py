@@ -40,7 +40,7 @@ selector when the pod is parsed (``scheduler.model``).
 
 **What is counted where, and why this never walks pods.** kube-scheduler
 walks every pod on every node in PreFilter and PreScore. Here the cache
-keeps the counts (``handle.counts``, ``scheduler/podcounts.py``): per-node
+keeps the counts (``handle.counts``, ``scheduler/framework/podcounts.py``): per-node
 columns of placed pods matching a selection (all of the pod's required
 affinity terms together, each anti-affinity term, each preferred term),
 and the placed pods' own terms grouped by (selection, topology key) with
@@ -90,7 +90,7 @@ from scheduler.framework.topology import PREFERRED, REQUIRED_AFFINITY, REQUIRED_
 from scheduler.model import AffinityTerm, Node, Pod, PodSelection
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "InterPodAffinity"
 ERR_REASON_AFFINITY = "node(s) didn't match pod affinity rules"

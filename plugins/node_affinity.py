@@ -36,7 +36,7 @@ from scheduler.framework.nodeaffinity import (
 from scheduler.model import Node, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "NodeAffinity"
 ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"

@@ -41,7 +41,7 @@ from scheduler.framework import (
 from scheduler.model import Node, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "NodeDeclaredFeatures"
 PRE_FILTER_KEY = "PreFilter" + NAME

@@ -18,7 +18,7 @@ from scheduler.framework import (
 from scheduler.model import Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 ERR_REASON = "node(s) didn't match the requested node name"
 

@@ -26,7 +26,7 @@ from scheduler.framework import (
 from scheduler.model import HostPort, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "NodePorts"
 PRE_FILTER_KEY = "PreFilter" + NAME

@@ -35,7 +35,7 @@ from scheduler.framework.vector import Scratch, flat_index, take
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "NodeResourcesBalancedAllocation"
 PRE_SCORE_KEY = "PreScore" + NAME

@@ -66,7 +66,7 @@ from scheduler.framework.vector import Scratch, flat_index, take
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "NodeResourcesFit"
 PRE_FILTER_KEY = "PreFilter" + NAME

@@ -17,7 +17,7 @@ from scheduler.framework import (
 from scheduler.model import Node, Pod, Taint
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 ERR_REASON = "node(s) were unschedulable"
 TAINT_NODE_UNSCHEDULABLE = "node.kubernetes.io/unschedulable"

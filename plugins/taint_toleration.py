@@ -34,7 +34,7 @@ from scheduler.framework.taints import (
 from scheduler.model import Node, Pod, Taint, Toleration
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "TaintToleration"
 PRE_SCORE_KEY = "PreScore" + NAME

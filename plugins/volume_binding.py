@@ -51,7 +51,7 @@ from scheduler.framework.nodeaffinity import IN, IntLabels, SelectorTerm, compil
 from scheduler.model import BINDING_WAIT_FOR_FIRST_CONSUMER, PersistentVolume, PersistentVolumeClaim, Pod
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "VolumeBinding"
 STATE_KEY = "PreFilter" + NAME

@@ -39,7 +39,7 @@ from scheduler.framework import (
 from scheduler.model import Pod, pvc_volume_claims, uses_pvc_volume_claim
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "VolumeRestrictions"
 STATE_KEY = "PreFilter" + NAME

@@ -44,7 +44,7 @@ from scheduler.model import (
 )
 
 if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
+    from scheduler.framework.nodetable import NodeTable
 
 NAME = "VolumeZone"
 STATE_KEY = "PreFilter" + NAME

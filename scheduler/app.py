@@ -43,8 +43,8 @@ from scheduler.observe import EventRecorder, HealthServer, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
 from scheduler.secureserving import REVIEW_BURST, REVIEW_QPS, SecureServing, ServingOptions, secure_serving
-from scheduler.spreadselectors import (REPLICA_SET, REPLICATION_CONTROLLER, SERVICE, STATEFUL_SET,
-                                       SpreadSelectors)
+from scheduler.state.spreadselectors import (REPLICA_SET, REPLICATION_CONTROLLER, SERVICE, STATEFUL_SET,
+                                             SpreadSelectors)
 
 log = logging.getLogger("tandem.app")
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
-from scheduler.cache import Cache
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
 from scheduler.model import (
@@ -28,6 +27,7 @@ from scheduler.model import (
 )
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
+from scheduler.state.cache import Cache
 
 log = logging.getLogger("tandem.scheduler")
 

@@ -41,10 +41,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from scheduler.cache import GangIndex
 from scheduler.framework.clock import Clock
 from scheduler.framework.interface import ActionType, ClusterEvent, ClusterEventWithHint, QueueingHint, Resource
 from scheduler.framework.status import Status
+from scheduler.state.gangs import GangIndex
 
 if TYPE_CHECKING:
     from scheduler.model import Pod

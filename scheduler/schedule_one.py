@@ -33,7 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from scheduler.cache import Cache
 from scheduler.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
@@ -41,6 +40,7 @@ from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
+from scheduler.state.cache import Cache
 
 log = logging.getLogger("tandem.scheduler")
 

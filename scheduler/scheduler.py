@@ -37,7 +37,6 @@ import random
 from typing import Any, Awaitable, Callable
 
 from scheduler.binding import Binding
-from scheduler.cache import Cache
 from scheduler.config import SchedulerConfig
 from scheduler.eventhandlers import EventHandlers
 from scheduler.framework.clock import Clock
@@ -49,7 +48,8 @@ from scheduler.preemption import Preemption
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne
-from scheduler.spreadselectors import SpreadSelectors
+from scheduler.state.cache import Cache
+from scheduler.state.spreadselectors import SpreadSelectors
 
 log = logging.getLogger("tandem.scheduler")
 

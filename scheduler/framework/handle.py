@@ -19,9 +19,12 @@ from typing import TYPE_CHECKING, Any, Callable
 from scheduler.framework.clock import Clock
 
 if TYPE_CHECKING:
-    from scheduler.cache import Cache, GangIndex, NodeTable, Volumes
-    from scheduler.podcounts import PodCounts
-    from scheduler.spreadselectors import SpreadSelectors
+    from scheduler.framework.nodetable import NodeTable
+    from scheduler.framework.podcounts import PodCounts
+    from scheduler.state.cache import Cache
+    from scheduler.state.gangs import GangIndex
+    from scheduler.state.spreadselectors import SpreadSelectors
+    from scheduler.state.volumes import Volumes
 
 
 class Handle:

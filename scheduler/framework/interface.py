@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import Code, Status
 
 if TYPE_CHECKING:
-    from scheduler.cache import NodeTable
     from scheduler.framework.cycle_state import CycleState
     from scheduler.model import Pod
 

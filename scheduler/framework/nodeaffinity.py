@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from scheduler.framework.nodetable import NodeTable
 from scheduler.model import Node, Pod
 
-if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
 
 OBJECT_NAME_FIELD = "metadata.name"
 

@@ -16,14 +16,13 @@ values.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from scheduler.framework.nodetable import NodeTable
 from scheduler.model import Taint, Toleration
 
-if TYPE_CHECKING:
-    from scheduler.framework.interface import NodeTable
 
 NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
 

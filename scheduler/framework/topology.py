@@ -4,19 +4,15 @@ A topology domain is a value of a node label key (``topology.kubernetes.io/zone=
 interns each key's values into an int32 column (0 = the node lacks the key), so "how many of these pods
 are in each domain" is one ``bincount`` of a per-node count column over that label column
 (:func:`domain_counts`), and "the count in this node's domain" is a gather by the node's value id.
-The per-node count columns themselves are kept by ``scheduler.podcounts.PodCounts`` (``handle.counts``).
+The per-node count columns themselves are kept by ``scheduler.framework.podcounts.PodCounts`` (``handle.counts``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from scheduler.framework.nodetable import NodeTable
 from scheduler.model import Pod, PodSelection
-
-if TYPE_CHECKING:
-    from scheduler.cache import NodeTable
 
 # the kinds of placed pods' terms handle.counts.held_terms(kind) groups
 REQUIRED_ANTI, REQUIRED_AFFINITY, PREFERRED = "required-anti", "required-affinity", "preferred"

@@ -3,17 +3,29 @@
 * ``scheduler/`` never imports ``bench`` or ``tests``: the scheduler ships
   without them.
 * A plugin module imports only the standard library, numpy,
-  ``scheduler.framework`` (and its submodules) and ``scheduler.model``: the
-  framework is the whole of what a plugin may know about the scheduler. No
+  ``scheduler.framework`` (and its submodules: the node table
+  ``framework.nodetable``, the pod counts ``framework.podcounts``) and
+  ``scheduler.model`` (and its submodules): the framework is the whole of
+  what a plugin may know about the scheduler (never ``scheduler.state``). No
   plugin imports another plugin (none does; what two plugins share belongs in
   the framework). ``plugins/__init__.py`` is the registry loader: it alone
   may import ``plugins.*`` modules, which it does by computed names.
+* ``scheduler/model/`` imports nothing of tandem outside itself: the records
+  are the leaf everything else builds on.
 * ``bench/simcluster/`` imports nothing of tandem outside itself (not
   ``scheduler``, ``plugins``, the rest of ``bench``, or ``tests``): the
   simulated cluster stands alone, as the API server it stands in for.
 * The runtime ``dependencies`` in pyproject.toml are exactly the
   distributions ``scheduler/`` and ``plugins/`` import; everything else that
   ``bench/`` imports comes from the ``bench`` extra.
+
+Two promises hold for every module in ``scheduler/`` and ``plugins/``:
+
+* **No import circle**, not even one that exists only for type checking: a
+  circle means two modules cannot be understood (or moved) apart. The test
+  names the files of the circle and the import lines that close it.
+* **No module over 700 lines** (:data:`MAX_LINES`): past that a module
+  holds more than one idea; the failure names the file.
 
 Every import counts: ``import x``, ``from x import y``, relative imports,
 imports inside functions and ``if TYPE_CHECKING:`` blocks, and
@@ -127,6 +139,10 @@ def plugin_rule(importer: str, imp: Import) -> bool:
     return importer == "plugins" and _within(m, "plugins")
 
 
+def model_rule(importer: str, imp: Import) -> bool:
+    return _top(imp.module) not in FIRST_PARTY or _within(imp.module, "scheduler.model")
+
+
 def simcluster_rule(importer: str, imp: Import) -> bool:
     return _top(imp.module) not in FIRST_PARTY or _within(imp.module, "bench.simcluster")
 
@@ -135,6 +151,7 @@ RULES: tuple[tuple[str, str, Rule], ...] = (
     ("scheduler", "never imports bench or tests", scheduler_rule),
     ("plugins", "imports only the standard library, numpy, scheduler.framework and scheduler.model",
      plugin_rule),
+    ("scheduler/model", "imports nothing of tandem outside scheduler.model", model_rule),
     ("bench/simcluster", "imports nothing of tandem outside bench/simcluster", simcluster_rule),
 )
 
@@ -177,7 +194,7 @@ def test_every_package_the_rules_name_has_files() -> None:
                  "def f():\n    from tests.support import envtest\n    return envtest\n", 2,
                  id="a forbidden import inside a function is found"),
     pytest.param(plugin_rule, "plugins/mod.py",
-                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scheduler.cache import NodeTable\n", 3,
+                 "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from scheduler.state.cache import Cache\n", 3,
                  id="a forbidden import under TYPE_CHECKING is found"),
     pytest.param(scheduler_rule, "scheduler/mod.py", "import importlib\nm = importlib.import_module('bench.report')\n",
                  2, id="a forbidden import_module with a literal name is found"),
@@ -200,13 +217,23 @@ def test_the_checker_finds_a_forbidden_import_wherever_it_is(tmp_path: Path, rul
     pytest.param("plugins.x", "from scheduler.framework.vector import fit\n", False, True,
                  id="a plugin may import a framework submodule"),
     pytest.param("plugins.x", "from scheduler.model import Pod\n", False, True, id="a plugin may import the model"),
-    pytest.param("plugins.x", "from scheduler.cache import NodeTable\n", False, False,
+    pytest.param("plugins.x", "from scheduler.model.storage import PersistentVolume\n", False, True,
+                 id="a plugin may import a model submodule"),
+    pytest.param("plugins.x", "from scheduler.framework.nodetable import NodeTable\n", False, True,
+                 id="a plugin may import the node table"),
+    pytest.param("plugins.x", "from scheduler.framework.podcounts import PodCounts\n", False, True,
+                 id="a plugin may import the pod counts"),
+    pytest.param("plugins.x", "from scheduler.state.cache import Cache\n", False, False,
                  id="a plugin may not import the cache"),
     pytest.param("plugins.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                 "    from scheduler.cache import NodeTable\n", False, False,
-                 id="a plugin may not import the cache even for type checking"),
-    pytest.param("plugins.x", "from scheduler import cache\n", False, False,
-                 id="a plugin may not import the cache as a submodule of scheduler"),
+                 "    from scheduler.state.gangs import GangIndex\n", False, False,
+                 id="a plugin may not import the state even for type checking"),
+    pytest.param("plugins.x", "from scheduler.state import cache\n", False, False,
+                 id="a plugin may not import the cache as a submodule of scheduler.state"),
+    pytest.param("plugins.x", "from scheduler import state\n", False, False,
+                 id="a plugin may not import the state package"),
+    pytest.param("plugins.x", "from scheduler import queue\n", False, False,
+                 id="a plugin may not import the queue as a submodule of scheduler"),
     pytest.param("plugins.x", "import yaml\n", False, False, id="a plugin may not import other third-party code"),
     pytest.param("plugins.x", "from . import node_name\n", False, False,
                  id="a plugin may not import another plugin"),
@@ -231,6 +258,15 @@ def test_relative_imports_resolve_against_the_importing_module(source: str, modu
     assert [i.module for i in imports(source, "bench.simcluster.cluster")] == [module]
 
 
+def test_the_model_rule_refuses_the_rest_of_tandem() -> None:
+    refused = ["from scheduler.framework.nodetable import NodeTable", "from scheduler.state.cache import Cache",
+               "import plugins", "from scheduler import queue"]
+    allowed = ["from scheduler.model.fields import _d", "from . import quantity", "import orjson", "import re"]
+    for line in refused + allowed:
+        [imp] = imports(line + "\n", "scheduler.model.pod")
+        assert model_rule("scheduler.model.pod", imp) is (line in allowed), line
+
+
 def test_the_simcluster_rule_refuses_the_rest_of_tandem() -> None:
     refused = ["from scheduler.model import Pod", "import plugins", "from bench.metrics import scrape",
                "from tests.support import envtest", "from .. import report"]
@@ -247,6 +283,176 @@ def test_a_violation_names_the_file_line_and_import(tmp_path: Path) -> None:
     [found] = violations(path, scheduler_rule, tmp_path)
     assert found.where("scheduler/leaky.py") == ("scheduler/leaky.py:4: from bench.simcluster import SimCluster"
                                                  "  (imports bench.simcluster)")
+
+
+# ---------------------------------------------------------------------------- no circle, no giant module
+
+CHECKED = ("scheduler", "plugins")
+MAX_LINES = 700
+
+Graph = dict[str, dict[str, Import]]      # module -> {module it imports: the first import of it}
+
+
+def import_graph(root: Path = REPO, folders: tuple[str, ...] = CHECKED) -> tuple[Graph, dict[str, Path]]:
+    """Who imports whom among the modules under ``folders``, every import counted (TYPE_CHECKING ones too)."""
+    paths = {module_name(p, root): p for folder in folders for p in sorted((root / folder).rglob("*.py"))}
+    graph: Graph = {}
+    for name, path in paths.items():
+        edges: dict[str, Import] = {}
+        for imp in imports(path.read_text(), name, path.name == "__init__.py", root):
+            if imp.module in paths and imp.module != name:
+                edges.setdefault(imp.module, imp)
+        graph[name] = edges
+    return graph, paths
+
+
+def circles(graph: Graph) -> list[list[str]]:
+    """One circle per group of modules that import one another, as its modules with the first repeated last.
+
+    The groups are the strongly connected components (Tarjan's algorithm); each circle is the shortest one
+    through the group's first module by name, so the report is stable.
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:            # recursion is as deep as the longest import chain
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    out = []
+    for group in groups:
+        members, start = set(group), min(group)
+        came_from: dict[str, str] = {start: ""}
+        frontier = [start]
+        found = ""
+        while frontier and not found:       # breadth first: the shortest way back to start
+            nxt = []
+            for u in frontier:
+                for w in sorted(graph[u]):
+                    if w == start:
+                        found = u
+                        break
+                    if w in members and w not in came_from:
+                        came_from[w] = u
+                        nxt.append(w)
+                if found:
+                    break
+            frontier = nxt
+        path = [found]
+        while path[-1] != start:
+            path.append(came_from[path[-1]])
+        out.append([*reversed(path), start])
+    return sorted(out)
+
+
+def describe(circle: list[str], graph: Graph, paths: dict[str, Path], root: Path = REPO) -> str:
+    """The circle's files, then the import line that takes each one to the next."""
+    rel = {m: paths[m].relative_to(root).as_posix() for m in circle}
+    lines = ["import circle: " + " -> ".join(rel[m] for m in circle)]
+    for a, b in zip(circle, circle[1:]):
+        lines.append(f"  {graph[a][b].where(rel[a])}")
+    return "\n".join(lines)
+
+
+def test_there_is_no_import_circle() -> None:
+    graph, paths = import_graph()
+    found = [describe(c, graph, paths) for c in circles(graph)]
+    assert not found, "\n".join(found)
+
+
+def _all_modules() -> Iterator[object]:
+    for folder in CHECKED:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            yield pytest.param(path, id=path.relative_to(REPO).as_posix())
+
+
+@pytest.mark.parametrize("path", list(_all_modules()))
+def test_no_module_is_over_the_line_ceiling(path: Path) -> None:
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES, (f"{path.relative_to(REPO).as_posix()} has {n} lines, over the {MAX_LINES}-line "
+                            f"ceiling: split it by concern")
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, source in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+
+
+# the circle issue 19 found: type-only at its last step, and a circle all the same
+TYPE_ONLY_CIRCLE = {
+    "scheduler/__init__.py": "",
+    "scheduler/cache.py": "from scheduler.podcounts import PodCounts\n",
+    "scheduler/podcounts.py": "from scheduler.framework.topology import domain_counts\n",
+    "scheduler/framework/__init__.py": "",
+    "scheduler/framework/topology.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                       "    from scheduler.cache import NodeTable\n",
+    "plugins/__init__.py": "",
+    "plugins/x.py": "from scheduler.framework.topology import domain_counts\n",
+}
+
+
+def test_a_type_only_circle_is_found_and_its_files_named(tmp_path: Path) -> None:
+    _tree(tmp_path, TYPE_ONLY_CIRCLE)
+    graph, paths = import_graph(tmp_path)
+    [circle] = circles(graph)
+    assert circle == ["scheduler.cache", "scheduler.podcounts", "scheduler.framework.topology", "scheduler.cache"]
+    assert describe(circle, graph, paths, tmp_path).splitlines() == [
+        "import circle: scheduler/cache.py -> scheduler/podcounts.py -> scheduler/framework/topology.py"
+        " -> scheduler/cache.py",
+        "  scheduler/cache.py:1: from scheduler.podcounts import PodCounts  (imports scheduler.podcounts)",
+        "  scheduler/podcounts.py:1: from scheduler.framework.topology import domain_counts"
+        "  (imports scheduler.framework.topology)",
+        "  scheduler/framework/topology.py:4: from scheduler.cache import NodeTable  (imports scheduler.cache)",
+    ]
+
+
+def test_the_circle_goes_once_the_table_moves_to_the_framework(tmp_path: Path) -> None:
+    _tree(tmp_path, {**TYPE_ONLY_CIRCLE,
+                     "scheduler/framework/nodetable.py": "import numpy as np\n",
+                     "scheduler/framework/topology.py": "from scheduler.framework.nodetable import NodeTable\n"})
+    assert circles(import_graph(tmp_path)[0]) == []
+
+
+@pytest.mark.parametrize("files, circle", [
+    pytest.param({"scheduler/__init__.py": "", "scheduler/model/__init__.py": "from scheduler.model.pod import Pod\n",
+                  "scheduler/model/pod.py": "from scheduler.model import Taint\n"},
+                 ["scheduler.model", "scheduler.model.pod", "scheduler.model"],
+                 id="a submodule importing its own package's re-exports"),
+    pytest.param({"scheduler/__init__.py": "", "scheduler/a.py": "def f():\n    from . import b\n",
+                  "scheduler/b.py": "import scheduler.a\n"},
+                 ["scheduler.a", "scheduler.b", "scheduler.a"], id="through a relative import inside a function"),
+    pytest.param({"scheduler/__init__.py": "", "scheduler/a.py": "from scheduler import b\n",
+                  "scheduler/b.py": "x = 1\n", "plugins/__init__.py": "", "plugins/p.py": "import scheduler.a\n"},
+                 None, id="no circle: a chain across the two folders"),
+])
+def test_the_circle_finder(tmp_path: Path, files: dict[str, str], circle: list[str] | None) -> None:
+    _tree(tmp_path, files)
+    assert circles(import_graph(tmp_path)[0]) == ([circle] if circle else [])
 
 
 # ---------------------------------------------------------------------------- dependencies

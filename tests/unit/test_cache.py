@@ -1,4 +1,5 @@
-"""scheduler/cache.py: the node table's rows and columns, and pods charged to them (upstream's cache.go)."""
+"""scheduler/framework/nodetable.py and scheduler/state/cache.py: the node table's rows and columns, and pods
+charged to them (upstream's cache.go)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.cache import R_CPU, R_MEMORY, R_PODS, Cache, NodeTable
+from scheduler.framework.nodetable import R_CPU, R_MEMORY, R_PODS, NodeTable
 from scheduler.model import (
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Node, Pod, Taint, parse_node, parse_pod, parse_pod_group,
 )
+from scheduler.state.cache import Cache
 
 Gi = 2**30
 

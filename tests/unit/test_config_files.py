@@ -137,7 +137,7 @@ def test_spread_file_puts_the_next_replica_on_the_fullest_node_without_one_past_
     zone for the replica (nodeTaintsPolicy: Honor)."""
     from dataclasses import dataclass
 
-    from scheduler.cache import Cache
+    from scheduler.state.cache import Cache
     from scheduler.framework import CycleState, Handle
     from scheduler.framework.runtime import Framework
     from scheduler.model import parse_node, parse_pod

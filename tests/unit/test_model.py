@@ -1,4 +1,4 @@
-"""scheduler/model.py: quantities, PodRequests as upstream computes it, and parsing that never raises."""
+"""scheduler/model/: quantities, PodRequests as upstream computes it, and parsing that never raises."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import NodeTable
+from scheduler.framework.nodetable import NodeTable
 from scheduler.model import (
     CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, DISRUPTION_POD, DISRUPTION_POD_GROUP, INT64_MAX, MEMORY,
     POD_GROUP_ANNOTATION, POD_GROUP_LABEL, HostPort, Node, OwnerRef, Pod, QuantityError, Taint, Toleration, canonical, parse_node, parse_pod, parse_pod_group,

@@ -8,11 +8,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.cache import Cache
 from scheduler.framework.topology import PREFERRED, REQUIRED_AFFINITY, REQUIRED_ANTI, domain_counts, pod_matches
 from scheduler.model import (
     EVERYTHING, NOTHING, AffinityTerm, LabelSelector, Node, Pod, PodAffinity, PodSelection, Requirement,
 )
+from scheduler.state.cache import Cache
 
 NAMESPACES = ("a", "b", "c")
 NS_LABELS = {"a": {"team": "x"}, "b": {"team": "y"}, "c": {}}

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from scheduler.apiclient import APIError, NotFound
-from scheduler.cache import Cache
 from scheduler.framework.clock import FakeClock
 from scheduler.model import Pod, parse_pod
 from scheduler.preemption import EVICTING, Preemption
+from scheduler.state.cache import Cache
 
 
 def pod(name: str, prio: int = 0, node: str = "") -> Pod:

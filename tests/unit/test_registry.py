@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from scheduler.cache import Cache
 from scheduler.config import POINTS as CONFIG_FIELDS
 from scheduler.config import Profile
 from scheduler.framework import Handle, Status, register
@@ -21,6 +20,7 @@ from scheduler.framework import interface as fi
 from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 from scheduler.framework.runtime import Framework
+from scheduler.state.cache import Cache
 
 load_builtin_plugins()
 

@@ -12,13 +12,13 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from scheduler.cache import Cache
 from scheduler.config import Profile
 from scheduler.framework import Code, CycleState, FilterResult, Handle, PreFilterResult, Rejection, Status, register
 from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import ConfigError
 from scheduler.framework.runtime import Diagnosis, Framework, go_duration
 from scheduler.model import Pod, parse_node
+from scheduler.state.cache import Cache
 
 POD = Pod(uid="u1", namespace="ns", name="p")
 

@@ -1,4 +1,4 @@
-"""Tests for scheduler/spreadselectors.py: the selectors PodTopologySpread's system defaults spread by.
+"""Tests for scheduler/state/spreadselectors.py: the selectors PodTopologySpread's system defaults spread by.
 
 The first tables are upstream's (pkg/scheduler/framework/plugins/helper/
 spread_test.go, TestGetPodServices and TestDefaultSelector), compared the
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from scheduler.model import OwnerRef
-from scheduler.spreadselectors import (
+from scheduler.state.spreadselectors import (
     REPLICA_SET, REPLICATION_CONTROLLER, SERVICE, STATEFUL_SET, SpreadSelectors)
 
 NS = "test"

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 
 from plugins.coscheduling import Coscheduling, CoschedulingArgs
-from scheduler.cache import Cache
-from scheduler.framework.clock import FakeClock
 from scheduler.framework import (
     ActionType, ClusterEvent, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, Status, parse_args,
 )
 from scheduler.framework import interface as fi
+from scheduler.framework.clock import FakeClock
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import Pod, parse_node, parse_pod_group
+from scheduler.state.cache import Cache
 
 NS = "ns"
 OK, U, UU, WAIT = Code.SUCCESS, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE, Code.WAIT

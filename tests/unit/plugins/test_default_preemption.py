@@ -37,7 +37,6 @@ from plugins.default_preemption import (
     NO_VICTIMS, NOT_ELIGIBLE_NEVER, NOT_ELIGIBLE_TERMINATING, NOT_HELPFUL, OFFSET, WAITING, Candidate,
     DefaultPreemption, DefaultPreemptionArgs, num_candidates,
 )
-from scheduler.cache import Cache
 from scheduler.config import parse_config
 from scheduler.framework import Code, ConfigError, CycleState, FilterResult, Handle, Status, parse_args, register
 from scheduler.framework.clock import FakeClock
@@ -47,6 +46,7 @@ from scheduler.model import (
     DISRUPTION_POD_GROUP, DISRUPTION_SINGLE, POD_GROUP_API_VERSION, POD_GROUP_LABEL, Pod, PodDisruptionBudget,
     PodGroup, parse_node, parse_pdb, parse_pod, parse_pod_group,
 )
+from scheduler.state.cache import Cache
 
 NEG, LOW, MID, HIGH, VERY_HIGH = -100, 0, 100, 1000, 10000
 MAX_INT32 = 2**31 - 1

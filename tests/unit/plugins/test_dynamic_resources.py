@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from plugins.dynamic_resources import NOT_ALLOCATED, DynamicResources
-from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import Code, CycleState
 from scheduler.model import parse_pod
+from scheduler.state.cache import Cache
 
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 

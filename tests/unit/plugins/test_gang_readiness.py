@@ -25,10 +25,10 @@ from plugins.gang_readiness import (
     ANNOTATIONS_LIMIT, OPT_IN_ANNOTATION, RECREATE_ANNOTATION, TIMEOUT_ANNOTATION, GangReadiness,
     GangReadinessArgs, recreation,
 )
-from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, Handle, parse_args
 from scheduler.framework.clock import FakeClock
 from scheduler.model import Pod, parse_pod, parse_pod_group
+from scheduler.state.cache import Cache
 
 NS = "default"
 SCHED = "tandem-scheduler"

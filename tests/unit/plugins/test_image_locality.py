@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from plugins.image_locality import ImageLocality, normalized_image_name
-from scheduler.cache import Cache
 from scheduler.framework import CycleState
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 MB = 1024 * 1024
 

@@ -22,12 +22,12 @@ from plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY, PRE_FILTER_KEY, PRE_SCORE_KEY,
     InterPodAffinity, InterPodAffinityArgs,
 )
-from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
 from scheduler.framework.clock import FakeClock
 from scheduler.framework.runtime import Framework
 from scheduler.model import Pod, parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 AFF, ANTI, EXIST = ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY, ERR_REASON_EXISTING_ANTI_AFFINITY
 CODES = {AFF: Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ANTI: Code.UNSCHEDULABLE, EXIST: Code.UNSCHEDULABLE}

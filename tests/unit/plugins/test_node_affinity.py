@@ -10,9 +10,9 @@ import pytest
 from plugins.node_affinity import (
     ERR_REASON_CONFLICT, ERR_REASON_ENFORCED, ERR_REASON_POD, NodeAffinity, NodeAffinityArgs,
 )
-from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, QueueingHint, parse_args
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 
 def make_cache(nodes: dict[str, dict[str, str]]) -> Cache:

@@ -10,9 +10,9 @@ import pytest
 from plugins.node_declared_features import (
     ERR_REASON, RESTART_ALL_CONTAINERS, USER_NAMESPACES_HOST_NETWORK, NodeDeclaredFeatures, required_features,
 )
-from scheduler.cache import Cache
 from scheduler.framework import ActionType, ClusterEvent, Code, CycleState, QueueingHint, Resource
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 RESTART_ALL = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
 RESTART = {"action": "Restart", "exitCodes": {"operator": "In", "values": [1]}}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from plugins.node_name import NodeName
-from scheduler.cache import Cache
 from scheduler.framework import ActionType, Code, CycleState, Resource
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 CASES = [
     pytest.param("", ["a", "b", "c"], id="a pod without nodeName fits every node"),

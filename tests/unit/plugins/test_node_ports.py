@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from plugins.node_ports import NodePorts
-from scheduler.cache import Cache
 from scheduler.framework import Code, CycleState, QueueingHint
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 
 def port(host_port: int, protocol: str = "", host_ip: str = "", container_port: int = 80) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def test_pod_deleted_hint(deleted: Any, want: int) -> None:
 
 
 def test_ports_by_ip_survive_the_table_growing() -> None:
-    from scheduler.cache import NodeTable
+    from scheduler.framework.nodetable import NodeTable
     cache = Cache()
     cache.nodes = NodeTable(capacity=2)
     for i in range(5):

@@ -18,12 +18,12 @@ import pytest
 from plugins.node_resources_balanced_allocation import (
     NodeResourcesBalancedAllocation, NodeResourcesBalancedAllocationArgs, ResourceSpec,
 )
-from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, Handle, parse_args
 from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import EnqueueExtensions, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 GPU = "example.com/gpu"
 

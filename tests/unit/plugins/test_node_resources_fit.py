@@ -19,7 +19,6 @@ from plugins.node_resources_fit import (
     NodeResourcesFit, NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     UtilizationShapePoint, broken_linear_lut,
 )
-from scheduler.cache import Cache
 from scheduler.framework import (
     ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args,
 )
@@ -27,6 +26,7 @@ from scheduler.framework.clock import FakeClock
 from scheduler.framework.interface import EnqueueExtensions, FilterPlugin, PreFilterPlugin, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import REGISTRY
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 GPU = "example.com/gpu"
 UNSCHED, UNRESOLVABLE = Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE

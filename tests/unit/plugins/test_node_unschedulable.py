@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from plugins.node_unschedulable import NodeUnschedulable
-from scheduler.cache import Cache
 from scheduler.framework import Code, CycleState, QueueingHint
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 KEY = "node.kubernetes.io/unschedulable"
 

@@ -22,12 +22,12 @@ from plugins.pod_topology_spread import (
     ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH, PRE_FILTER_KEY, PodTopologySpread,
     PodTopologySpreadArgs,
 )
-from scheduler.cache import Cache
 from scheduler.config import load_config
 from scheduler.framework import ActionType, Code, ConfigError, CycleState, Handle, QueueingHint, Resource, parse_args
 from scheduler.framework.clock import FakeClock
 from scheduler.framework.runtime import Framework
 from scheduler.model import LabelSelector, Node, Pod, parse_label_selector, parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from plugins.taint_toleration import TaintToleration
-from scheduler.cache import Cache
 from scheduler.framework import ActionType, Code, CycleState, QueueingHint, Resource
 from scheduler.model import parse_node, parse_pod
+from scheduler.state.cache import Cache
 
 
 def taint(key: str, value: str = "", effect: str = "NoSchedule") -> dict[str, str]:
@@ -208,7 +208,7 @@ def test_many_distinct_taints_still_name_the_first_untolerated_one() -> None:
 
 
 def test_taint_order_survives_the_table_growing() -> None:
-    from scheduler.cache import NodeTable
+    from scheduler.framework.nodetable import NodeTable
     cache = Cache()
     cache.nodes = NodeTable(capacity=2)
     for i in range(5):

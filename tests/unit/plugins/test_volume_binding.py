@@ -9,10 +9,10 @@ import pytest
 from plugins.volume_binding import (
     ERR_REASON_NODE_CONFLICT, ERR_REASON_PV_NOT_EXIST, ERR_UNBOUND_IMMEDIATE, VolumeBinding, VolumeBindingArgs,
 )
-from scheduler.cache import Cache
 from scheduler.framework import Code, ConfigError, CycleState, Handle, QueueingHint, parse_args
 from scheduler.framework.clock import FakeClock
 from scheduler.model import parse_pod, parse_pv, parse_pvc
+from scheduler.state.cache import Cache
 from tests.unit.plugins.volumes import volume_cache
 
 UU = Code.UNSCHEDULABLE_AND_UNRESOLVABLE

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.cache import Cache
 from scheduler.model import parse_node, parse_pv, parse_pvc, parse_storage_class
+from scheduler.state.cache import Cache
 
 
 def volume_cache(nodes: dict[str, dict[str, str]], pvcs: tuple[dict[str, Any], ...] = (),

@@ -38,15 +38,13 @@ cycles; nothing here may await. The cache calls :meth:`PodCounts.place` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 import numpy as np
 
+from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.topology import PREFERRED, REQUIRED_AFFINITY, REQUIRED_ANTI, Selections, pod_matches
 from scheduler.model import AffinityTerm, Pod, PodSelection
-
-if TYPE_CHECKING:
-    from scheduler.cache import NodeTable
 
 # how many selection columns to keep; past this the least recently used half goes
 MAX_COLUMNS = 1024
@@ -78,7 +76,7 @@ class HeldTerm:
 
 
 class PodCounts:
-    """The incremental counts; owned by :class:`scheduler.cache.Cache` (``cache.counts``)."""
+    """The incremental counts; owned by :class:`scheduler.state.cache.Cache` (``cache.counts``)."""
 
     def __init__(self, nodes: "NodeTable") -> None:
         self._nodes = nodes

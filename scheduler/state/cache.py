@@ -1,0 +1,201 @@
+"""The cache: every pod bound or assumed to a node, and the indexes the scheduling cycle reads.
+
+The :class:`Cache` owns the node table (scheduler/framework/nodetable.py)
+and every pod bound or assumed to a node, of every scheduler (a node's
+capacity is shared), and the one gang index (:class:`~scheduler.state.gangs.GangIndex`):
+the PodGroups, the pods that name each, and the
+members that hold a node. The queue, the plugins (through the Handle) and
+the PodGroup status controller all read that one index. It also owns
+:class:`~scheduler.framework.podcounts.PodCounts` (``counts``): per-node counts of
+placed pods by selector and the placed pods' own affinity terms, which
+InterPodAffinity and PodTopologySpread read instead of walking pods, the
+volumes (:mod:`scheduler.state.volumes`) and the nominations
+(:mod:`scheduler.state.nominations`). It is the owner that applies informer
+events to them all. Assume adds a pod's
+requests to its row before the bind is confirmed; forget takes them back.
+Everything here is synchronous and runs on the event loop: the scheduling
+cycle reads it without a snapshot because nothing can change it mid-cycle.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Iterator
+
+from scheduler.framework.nodetable import NodeTable, PodTable
+from scheduler.framework.podcounts import PodCounts
+from scheduler.model import Node, Pod, pvc_volume_claims
+from scheduler.state.gangs import GangIndex
+from scheduler.state.nominations import Nominations
+from scheduler.state.volumes import Volumes
+
+log = logging.getLogger("tandem.cache")
+
+
+@dataclass(slots=True)
+class PodState:
+    pod: Pod
+    node: str
+    assumed: bool
+
+
+class Cache:
+    """Every pod bound or assumed to a node, and the node table they are charged to."""
+
+    def __init__(self) -> None:
+        self.nodes = NodeTable()
+        self.pods: dict[str, PodState] = {}               # uid -> where it is charged
+        self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
+        self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
+        self.volumes = Volumes()                          # PVCs, PVs and StorageClasses, for VolumeBinding
+        # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
+        self.counts = PodCounts(self.nodes)
+        self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)
+        self.nominations = Nominations()                  # pods nominated to a node by preemption
+        # "ns/claim" -> placed pods whose persistentVolumeClaim volumes use it (upstream's PVCRefCounts,
+        # IsPVCUsedByPods), for VolumeRestrictions' ReadWriteOncePod check
+        self.claim_users: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ nodes
+
+    def add_node(self, node: Node) -> None:
+        self.nodes.set_node(node)
+        self.by_node.setdefault(node.name, {})
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        # Pods still on the node keep their charge on a placeholder row until they go,
+        # as upstream keeps a NodeInfo without a Node while pods reference it.
+        keep = bool(self.by_node.get(name))
+        self.nodes.clear_node(name, keep_row=keep)
+        if not keep:
+            self.by_node.pop(name, None)
+
+    def node(self, name: str) -> Node | None:
+        row = self.nodes.row(name)
+        return None if row is None else self.nodes.node(row)
+
+    # ------------------------------------------------------------------ pods
+
+    def _charge(self, pod: Pod, node: str, assumed: bool) -> None:
+        row = self.nodes.ensure_row(node)
+        self.nodes.charge(row, pod, 1)
+        self.pods[pod.uid] = PodState(pod, node, assumed)
+        self.counts.place(pod, row)
+        self.pod_table.add(pod, row)
+        self.by_node.setdefault(node, {})[pod.uid] = pod
+        self._count_claims(pod, 1)
+        if pod.pod_group:
+            self.gangs._place(pod, node)
+
+    def _count_claims(self, pod: Pod, delta: int) -> None:
+        users = self.claim_users
+        for name in pvc_volume_claims(pod) if pod.pvcs else ():
+            key = f"{pod.namespace}/{name}"
+            n = users.get(key, 0) + delta
+            if n > 0:
+                users[key] = n
+            else:
+                users.pop(key, None)
+
+    def _discharge(self, uid: str) -> PodState | None:
+        st = self.pods.pop(uid, None)
+        if st is None:
+            return None
+        if st.pod.pod_group:
+            self.gangs._unplace(st.pod)
+        self._count_claims(st.pod, -1)
+        self.pod_table.remove(uid)
+        row = self.nodes.row(st.node)
+        if row is not None:
+            self.nodes.charge(row, st.pod, -1)
+            self.counts.unplace(st.pod, row)
+        on_node = self.by_node.get(st.node)
+        if on_node is not None:
+            on_node.pop(uid, None)
+            if not on_node and row is not None and self.nodes.node(row) is None:
+                # the node left earlier and its last pod just went: drop the placeholder row
+                self.nodes.clear_node(st.node, keep_row=False)
+                del self.by_node[st.node]
+        return st
+
+    def add_pod(self, pod: Pod) -> None:
+        """A pod the API says is bound (any scheduler's). Confirms an assumed pod."""
+        if not pod.node_name or pod.terminal:
+            self.remove_pod(pod)
+            return
+        st = self.pods.get(pod.uid)
+        if st is not None:
+            # what the pod is charged (requests and the nonzero pair) can change while it is bound: an
+            # in-place resize moves its status; a change re-charges the node below
+            if st.node == pod.node_name and st.pod.requests == pod.requests \
+                    and st.pod.nonzero_cpu == pod.nonzero_cpu and st.pod.nonzero_memory == pod.nonzero_memory:
+                if st.pod.pod_group != pod.pod_group:   # its group label changed: move it in the gang index
+                    if st.pod.pod_group:
+                        self.gangs._unplace(st.pod)
+                    if pod.pod_group:
+                        self.gangs._place(pod, st.node)
+                if self.counts.changes_counts(st.pod, pod):   # labels, deletion or terms: recount it
+                    row = self.nodes.row(st.node)
+                    if row is not None:
+                        self.counts.unplace(st.pod, row)
+                        self.counts.place(pod, row)
+                st.pod = pod
+                st.assumed = False
+                self.by_node[st.node][pod.uid] = pod
+                self.pod_table.update(pod)
+                return
+            if st.assumed and st.node != pod.node_name:
+                log.warning("pod %s was assumed on %s but is bound to %s", pod.key, st.node, pod.node_name)
+            self._discharge(pod.uid)
+        self._charge(pod, pod.node_name, assumed=False)
+
+    update_pod = add_pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        self._discharge(pod.uid)
+
+    def assume(self, pod: Pod, node: str) -> None:
+        if pod.uid in self.pods:
+            raise ValueError(f"pod {pod.key} is already in the cache (on {self.pods[pod.uid].node})")
+        self._charge(pod, node, assumed=True)
+
+    def forget(self, pod: Pod) -> None:
+        """Take back an assumed pod's charge (the bind failed or was rejected)."""
+        st = self.pods.get(pod.uid)
+        if st is not None and st.assumed:
+            self._discharge(pod.uid)
+
+    def lift(self, uid: str) -> PodState | None:
+        """Take a placed pod off its node for a what-if (gang preemption's plan); :meth:`restore` puts it back."""
+        return self._discharge(uid)
+
+    def restore(self, st: PodState) -> None:
+        self._charge(st.pod, st.node, st.assumed)
+
+    def is_assumed(self, uid: str) -> bool:
+        st = self.pods.get(uid)
+        return st is not None and st.assumed
+
+    def pods_on(self, node: str) -> Iterator[Pod]:
+        return iter(self.by_node.get(node, {}).values())
+
+    def where(self, uid: str) -> str | None:
+        st = self.pods.get(uid)
+        return None if st is None else st.node
+
+    # ------------------------------------------------------------------ namespaces
+
+    @property
+    def namespaces(self) -> dict[str, dict[str, str]]:
+        """namespace name -> labels, from the namespace informer (read-only; kept by ``counts``)."""
+        return self.counts.namespaces
+
+    def set_namespace(self, name: str, labels: dict[str, str]) -> None:
+        """A namespace was added or updated: its labels, for affinity terms' namespaceSelector."""
+        self.counts.set_namespace(name, labels)
+
+    def remove_namespace(self, name: str) -> None:
+        self.counts.remove_namespace(name)

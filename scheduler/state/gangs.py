@@ -1,0 +1,76 @@
+"""The one gang index: PodGroup records, the pods that name each, and the members on nodes.
+
+The queue, the plugins (through the Handle) and the PodGroup status
+controller all read this one index; the informer handlers and the cache
+keep it.
+"""
+
+from __future__ import annotations
+
+from scheduler.model import Pod, PodGroup
+
+
+class GangIndex:
+    """Every gang the scheduler knows, by key ``"ns/podgroup"``.
+
+    * ``groups``: key -> :class:`PodGroup` record (the PodGroup informer's);
+    * ``members``: key -> uids of the pods that name the group, in any state
+      (the pod informer's; a group may have members before its PodGroup exists);
+    * ``placed``: key -> uid -> node of the members bound or assumed (the cache's
+      own pods, kept in step by :class:`Cache`).
+
+    Upkeep is O(1) per pod event; readers get live views (never mutate them).
+    """
+
+    __slots__ = ("groups", "members", "placed")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, PodGroup] = {}
+        self.members: dict[str, set[str]] = {}
+        self.placed: dict[str, dict[str, str]] = {}
+
+    def group(self, key: str) -> PodGroup | None:
+        return self.groups.get(key)
+
+    def member_uids(self, key: str) -> set[str]:
+        return self.members.get(key, _NO_MEMBERS)
+
+    def placed_members(self, key: str) -> dict[str, str]:
+        """Members of ``key`` on a node, bound or assumed: uid -> node."""
+        return self.placed.get(key, _NO_PLACED)
+
+    # ------------------------------------------------------------------ upkeep
+
+    def set_group(self, pg: PodGroup) -> None:
+        self.groups[pg.key] = pg
+
+    def remove_group(self, key: str) -> None:
+        self.groups.pop(key, None)
+
+    def update_membership(self, old: Pod | None, new: Pod | None) -> None:
+        """A pod was added (old None), updated, or deleted (new None): keep ``members`` in step."""
+        if old is not None and old.pod_group and (new is None or new.pod_group != old.pod_group
+                                                   or new.namespace != old.namespace):
+            key = f"{old.namespace}/{old.pod_group}"
+            uids = self.members.get(key)
+            if uids is not None:
+                uids.discard(old.uid)
+                if not uids:
+                    del self.members[key]
+        if new is not None and new.pod_group:
+            self.members.setdefault(f"{new.namespace}/{new.pod_group}", set()).add(new.uid)
+
+    def _place(self, pod: Pod, node: str) -> None:
+        self.placed.setdefault(f"{pod.namespace}/{pod.pod_group}", {})[pod.uid] = node
+
+    def _unplace(self, pod: Pod) -> None:
+        key = f"{pod.namespace}/{pod.pod_group}"
+        on = self.placed.get(key)
+        if on is not None:
+            on.pop(pod.uid, None)
+            if not on:
+                del self.placed[key]
+
+
+_NO_MEMBERS: set[str] = set()
+_NO_PLACED: dict[str, str] = {}
