@@ -45,7 +45,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.model import Pod
-from scheduler.preemption import Preemption
+from scheduler.executor import Preemption
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne

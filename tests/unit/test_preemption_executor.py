@@ -11,7 +11,7 @@ from scheduler.apiclient import APIError, NotFound
 from scheduler.cache import Cache
 from scheduler.framework.clock import FakeClock
 from scheduler.model import Pod, parse_pod
-from scheduler.preemption import EVICTING, Preemption
+from scheduler.executor import EVICTING, Preemption
 
 
 def pod(name: str, prio: int = 0, node: str = "") -> Pod:
