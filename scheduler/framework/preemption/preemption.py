@@ -1,10 +1,9 @@
-"""DefaultPreemption: upstream's PostFilter that evicts lower-priority pods for a pod that fits nowhere.
+"""Preemption's evaluator: candidates, dry runs, PodDisruptionBudgets and selection (upstream's Evaluator).
 
-What it decides, in the scheduling cycle (upstream's preemption.Evaluator):
+What it decides, in the scheduling cycle, for a PostFilter plugin
+(DefaultPreemption, plugins/default_preemption.py, is one evaluator with
+its args; upstream's pkg/scheduler/framework/preemption/preemption.go):
 
-* **Eligibility** (PodEligibleToPreemptOthers): never with ``preemptionPolicy:
-  Never``; not again while a pod of lower priority terminates by preemption
-  on the pod's nominated node (unless that node became unresolvable).
 * **Candidates**: only nodes whose Filter failure was Unschedulable; from a
   random offset, as many as ``max(minCandidateNodesPercentage% of them,
   minCandidateNodesAbsolute)``, more while none is free of PDB violations.
@@ -18,7 +17,7 @@ What it decides, in the scheduling cycle (upstream's preemption.Evaluator):
   the smallest sum of victim priorities (each offset by 2^31), the fewest
   victims, the latest start among the highest-priority victims.
 
-The dry run is vectorized over the placed-pods table (``cache.pod_table``):
+The dry run is vectorized over the placed-pods table (``handle.pod_table``):
 one pass removes every candidate's victims at once and filters all
 candidate rows, then reprieve runs in rounds, the i-th most important pod of
 every candidate node added back together and filtered together. That is
@@ -31,188 +30,35 @@ the cycle state, through AddPod/RemovePod, as upstream does.
 Gangs: a pod of a PodGroup whose ``disruptionMode`` is PodGroup is a victim
 only together with every member of its gang (a unit, reprieved as one), and
 a member's priority is the PodGroup's ``priority`` when it sets one. A gang
-member that fits nowhere preempts for every missing member of its gang at
-once, or for none (:meth:`DefaultPreemption.preempt_for_gang`, below); the
-executor (``preempt_group`` in scheduler/preemption.py) evicts for the whole
-plan, and the group cycle (scheduler/schedule_one.py) only holds the members
-it has not tried yet while that runs.
-
-The evictions are not done here: ``handle.preemption`` (scheduler/preemption.py)
-runs them off the cycle; until that ends, PreEnqueue holds the preemptor.
+member that fits nowhere preempts for its whole gang
+(podgrouppreemption.py). The evictions are not done here: the executor
+(``handle.preemption``, scheduler/executor.py) runs them off the cycle.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import random
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.framework import Code, ConfigError, CycleState, Status, register
-from scheduler.framework.interface import PostFilterResult
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.preemption.candidates import (
+    OFFSET, Candidate, Candidates, Units, first_smallest, num_candidates,
+)
+from scheduler.framework.status import Code, Status
 from scheduler.model import DISRUPTION_POD_GROUP, Pod, marked_preempted
 
-NAME = "DefaultPreemption"
-OFFSET = 1 << 31                       # upstream adds MaxInt32 + 1 to each priority in the sum
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from scheduler.framework.handle import Handle
+
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
 NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
-WAITING = "waiting for the preemption for this pod to be finished"
-
-_OK = Status()
-
-
-@dataclass(frozen=True, slots=True)
-class DefaultPreemptionArgs:
-    min_candidate_nodes_percentage: int = 10
-    min_candidate_nodes_absolute: int = 100
-    # tandem: False makes the scheduling loop wait for the evictions (kube-scheduler before async preemption)
-    async_preemption: bool = True
-
-    def validate(self, path: str) -> None:
-        """ValidateDefaultPreemptionArgs."""
-        p, a = self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute
-        if not 0 <= p <= 100:
-            raise ConfigError(f"{path}.minCandidateNodesPercentage: Invalid value: {p}: not in valid range [0, 100]")
-        if a < 0:
-            raise ConfigError(f"{path}.minCandidateNodesAbsolute: Invalid value: {a}: not in valid range [0, inf)")
-        if p == 0 and a == 0:
-            raise ConfigError(f"{path}.minCandidateNodesPercentage: Invalid value: 0: cannot be zero at the same "
-                              f"time as minCandidateNodesAbsolute")
-
-
-class Candidate:
-    """A node where preemption makes the pod fit, and what it costs. ``victims`` (every pod to evict, whole
-    gangs' members on other nodes too, most important first) is built when first read: the dry run keys
-    hundreds of candidates and evicts on one."""
-
-    __slots__ = ("row", "node", "pdb_violations", "gangs", "high", "total", "start", "nvictims", "_victims",
-                 "_make")
-
-    def __init__(self, row: int, node: str, victims: list[Pod] | None = None, pdb_violations: int = 0,
-                 gangs: int = 0, high: int = 0, total: int = 0, start: float = 0.0, nvictims: int | None = None,
-                 make: Callable[[], list[Pod]] | None = None) -> None:
-        self.row = row
-        self.node = node
-        self.pdb_violations = pdb_violations
-        self.gangs = gangs                 # distinct gangs losing a member
-        self.high = high                   # highest victim priority
-        self.total = total                 # sum of (priority + 2^31)
-        self.start = start                 # earliest start among the highest-priority victims (inf: not started)
-        self._victims = victims
-        self._make = make
-        self.nvictims = len(victims) if victims is not None else (nvictims or 0)
-
-    @property
-    def victims(self) -> list[Pod]:
-        if self._victims is None:
-            self._victims = self._make() if self._make is not None else []
-        return self._victims
-
-    def key(self) -> tuple:
-        # smaller is better; upstream's order, with fewest gangs broken after PDB violations
-        return (self.pdb_violations, self.gangs, self.high, self.total, self.nvictims, -self.start)
-
-    def __repr__(self) -> str:
-        return (f"Candidate({self.node!r}, victims={[v.name for v in self.victims]}, "
-                f"pdb_violations={self.pdb_violations}, key={self.key()})")
-
-
-class Candidates:
-    """Candidates as columns, in dry-run order (what upstream's two candidate lists hold, kept as
-    :meth:`keep` takes them). Reading one (iteration) makes a :class:`Candidate`; :meth:`best` picks
-    without making any but the winner."""
-
-    COLUMNS = ("row", "pdb_violations", "gangs", "high", "total", "nvictims", "start")
-
-    def __init__(self, names: list[str]) -> None:
-        self.names = names
-        self.cols: dict[str, list[np.ndarray]] = {c: [] for c in self.COLUMNS}
-        self.makers: list[Callable[[int], list[Pod]]] = []   # per part: row -> victims
-        self.part: list[np.ndarray] = []
-        self.kept = [0, 0]                                   # (not violating, violating) so far
-        self._made: list[Candidate] | None = None
-        self._cat: dict[str, np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return self.kept[0] + self.kept[1]
-
-    def keep(self, cols: dict[str, np.ndarray], victims: Callable[[int], list[Pod]], want: int) -> None:
-        """Add a batch (columns in dry-run order) as upstream's two lists take them: each (PDB-violating,
-        not) holds at most ``want``."""
-        v = cols["pdb_violations"] > 0
-        ok = ((~v & (np.cumsum(~v) <= want - self.kept[0])) | (v & (np.cumsum(v) <= want - self.kept[1])))
-        if not ok.any():
-            return
-        for c in self.COLUMNS:
-            self.cols[c].append(cols[c][ok])
-        self.part.append(np.full(int(ok.sum()), len(self.makers), dtype=np.int64))
-        self.makers.append(victims)
-        self.kept[0] += int((ok & ~v).sum())
-        self.kept[1] += int((ok & v).sum())
-        self._made = self._cat = None
-
-    def _columns(self) -> dict[str, np.ndarray]:
-        if self._cat is None:
-            self._cat = {c: (p[0] if len(p) == 1 else np.concatenate(p)) for c, p in self.cols.items()}
-            self._cat["part"] = self.part[0] if len(self.part) == 1 else np.concatenate(self.part)
-        return self._cat
-
-    def _make(self, i: int) -> Candidate:
-        c = self._columns()
-        row = int(c["row"][i])
-        return Candidate(row, self.names[row], None, int(c["pdb_violations"][i]), int(c["gangs"][i]),
-                         int(c["high"][i]), int(c["total"][i]), float(c["start"][i]), nvictims=int(c["nvictims"][i]),
-                         make=functools.partial(self.makers[int(c["part"][i])], row))
-
-    def __iter__(self) -> Iterator[Candidate]:
-        if self._made is None:
-            self._made = [self._make(i) for i in range(len(self))]
-        return iter(self._made)
-
-    def best(self) -> Candidate:
-        """pickOneNodeForPreemption over the columns: the first with the smallest key (Candidate.key)."""
-        return self._make(_first_smallest(self._columns()))
-
-
-def _first_smallest(c: dict[str, np.ndarray]) -> int:
-    """Index of the first candidate with the smallest Candidate.key, over key columns."""
-    keys = (np.arange(len(c["start"])), -c["start"], c["nvictims"], c["total"], c["high"], c["gangs"],
-            c["pdb_violations"])
-    return int(np.lexsort(keys)[0])
-
-
-@dataclass(slots=True)
-class _Units:
-    """Potential victims on a set of rows, grouped into units (one pod, or a PodGroup-mode gang's members
-    on one node), with each row's units ranked in reprieve order: PDB-violating first, then by importance.
-    Members are kept CSR-style: unit ``i``'s slots are ``slots[ptr[i]:ptr[i + 1]]``."""
-
-    row: np.ndarray                    # int64[u]
-    rank: np.ndarray                   # int64[u]: position in its row's reprieve order
-    req: np.ndarray                    # int64[u, R]: summed requests on the row
-    slots: np.ndarray                  # int64[members]: the units' slots, unit by unit
-    ptr: np.ndarray                    # int64[u + 1]
-    gang: np.ndarray                   # int64[u]: whole-gang id (-1: a single pod)
-    violating: np.ndarray              # int64[u]: PDB-violating pods in the unit
-    prio: np.ndarray                   # int64[u]: the unit's priority (a whole gang's: its highest member's)
-    start: np.ndarray                  # float64[u]: earliest start among its members
-
-    def members(self, i: int) -> list[int]:
-        return self.slots[self.ptr[i]: self.ptr[i + 1]].tolist()
-
-
-def num_candidates(n: int, percentage: int, absolute: int) -> int:
-    """calculateNumCandidates."""
-    k = n * percentage // 100
-    if k < absolute:
-        k = absolute
-    return min(k, n)
 
 
 def _start(p: Pod) -> float:
@@ -224,152 +70,27 @@ def terminating_by_preemption(p: Pod) -> bool:
     return p.deleting and marked_preempted(p)
 
 
-@register
-class DefaultPreemption:
-    NAME = NAME
-    EXTENSION_POINTS = frozenset({"PreEnqueue", "PostFilter"})
-    Args = DefaultPreemptionArgs
 
-    def __init__(self, args: DefaultPreemptionArgs | None, handle: Any) -> None:
+class Evaluator:
+    """Finds the candidates for a pod that fits nowhere and picks one; evicts nothing. A PostFilter plugin
+    is one (DefaultPreemption subclasses it with its args); one dry run at a time, in the scheduling cycle."""
+
+    def __init__(self, handle: Handle, min_candidate_nodes_percentage: int, min_candidate_nodes_absolute: int) -> None:
         self.handle = handle
-        self.args = args if args is not None else DefaultPreemptionArgs()
-        self.rng = random.Random(getattr(handle, "seed", None))
-        self._errors: list[Status] = []    # Error statuses of the current dry run's nodes
+        self.min_candidate_nodes_percentage = min_candidate_nodes_percentage
+        self.min_candidate_nodes_absolute = min_candidate_nodes_absolute
+        self.rng = random.Random(getattr(handle, "seed", None))   # tests build some without a handle
+        self.errors: list[Status] = []     # Error statuses of the current dry run's nodes
         self._memo: tuple[np.ndarray, np.ndarray] | None = None   # _gang_arrays, for one dry run
         self._totals: tuple[np.ndarray, ...] | None = None           # _gang_totals, for one dry run
 
-    # ------------------------------------------------------------------ PreEnqueue
-
-    def pre_enqueue(self, pod: Pod) -> Status:
-        ev = self.handle.preemption
-        if ev is not None and ev.is_preempting(pod.uid):
-            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, WAITING)
-        return _OK
-
-    # ------------------------------------------------------------------ PostFilter
-
-    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[PostFilterResult | None, Status]:
-        ev = self.handle.preemption
-        if ev is not None:
-            ev.attempted()
-        fw = self.handle.framework
-        key = fw.gang.gang_key(pod) if fw is not None and fw.gang is not None else None
-        if key:
-            return self.preempt_for_gang(pod, key)
-        ok, msg = self.eligible(pod, diagnosis)
-        if not ok:
-            return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)
-        self._errors: list[Status] = []
-        cands, fit_error = self.find_candidates(state, pod, diagnosis)
-        if not cands and self._errors:
-            return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())
-        if not cands:
-            result = PostFilterResult(nominated_node="")   # clears a nomination it may have had
-            return result, Status(Code.UNSCHEDULABLE, "preemption: " + fit_error)
-        best = self.select(cands)
-        if ev is not None:
-            ev.preempt(fw, pod, best.node, best.victims, sync=not self.args.async_preemption)
-        return PostFilterResult(nominated_node=best.node), _OK
-
-    # ------------------------------------------------------------------ gangs
-
-    def preempt_for_gang(self, pod: Pod, key: str) -> tuple[PostFilterResult | None, Status]:
-        """A gang member fits nowhere: plan a node for every member of the gang without one, preempting where
-        needed, each plan seeing the victims and members planned before it; commit only if the gang reaches
-        its quorum, else evict nothing. The members planned are nominated and held until the evictions end."""
-        fw = self.handle.framework
-        gangs = self.handle.gangs
-        pg = gangs.group(key)
-        if pg is None:
-            return None, Status(Code.UNSCHEDULABLE)
-        placed = gangs.placed_members(key)
-        need = pg.quorum - len(placed)
-        if need <= 0:
-            return None, Status(Code.UNSCHEDULABLE)   # whole already: a member beyond the quorum preempts nobody
-        pods = self.handle.pods
-        members = [pods.get(u) for u in gangs.member_uids(key) if u not in placed]
-        members = [m for m in members if m is not None and not m.node_name and not m.deleting
-                   and m.scheduler_name == pod.scheduler_name]
-        if any(m.preemption_policy == "Never" for m in members):
-            return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_NEVER)
-        ev = self.handle.preemption
-        if any(ev is not None and ev.is_preempting(m.uid) for m in members):
-            return None, Status(Code.UNSCHEDULABLE)   # its evictions are still under way
-        if any(self._victim_terminating(m) for m in members):
-            # as PodEligibleToPreemptOthers for one pod: the gang's victims are still going; it keeps its room
-            return None, Status(Code.UNSCHEDULABLE, "preemption: " + NOT_ELIGIBLE_TERMINATING)
-        members.sort(key=lambda m: (m.uid != pod.uid, -m.requests.get("cpu", 0), -m.requests.get("memory", 0),
-                                    m.name))
-        self._errors = []
-        try:
-            plan = self._plan_gang(members)
-        except _DryRunError as e:
-            return None, e.status
-        planned = len(plan)
-        if planned < need and self._errors:
-            return None, Status(Code.ERROR, "preemption: " + self._errors[0].message())   # as for a single pod
-        if planned < need or not any(vs for _, _, vs in plan):
-            # evict nothing: the gang would not be whole, or need not. Nominations from an earlier preemption
-            # go (upstream clears a pod's when no candidate is left): they would hold room the gang cannot use
-            if ev is not None:
-                ev.withdraw(members)
-            return PostFilterResult(nominated_node=""), Status(Code.UNSCHEDULABLE)
-        if ev is not None:
-            ev.preempt_group(fw, plan, sync=not self.args.async_preemption)
-        mine = next((n for m, n, _ in plan if m.uid == pod.uid), "")
-        return PostFilterResult(nominated_node=mine), _OK
-
-    def _plan_gang(self, members: list[Pod]) -> list[tuple[Pod, str, list[Pod]]]:
-        fw = self.handle.framework
-        cache = self.handle.cache
-        nodes = self.handle.nodes
-        plan: list[tuple[Pod, str, list[Pod]]] = []
-        lifted: list[Any] = []
-        assumed: list[Pod] = []
-        try:
-            for m in members:
-                s = CycleState()
-                rows, st, diag = fw.run_pre_filter(s, m)
-                if st.code == Code.ERROR:
-                    raise _DryRunError(st)
-                if not st.is_success():
-                    continue
-                feasible, st = fw.run_filter_with_nominated(s, m, rows, diag)
-                if st.code == Code.ERROR:
-                    raise _DryRunError(st)
-                diag.num_all_nodes = len(nodes)
-                victims: list[Pod] = []
-                if len(feasible):
-                    total, st = fw.run_score(s, m, feasible)
-                    row = int(feasible[int(np.argmax(total))]) if st.is_success() else int(feasible[0])
-                    node = nodes.names[row]
-                else:
-                    cands, _ = self.find_candidates(s, m, diag)
-                    if not cands:
-                        continue   # this member would not fit even so: nothing is evicted for it
-                    best = self.select(cands)
-                    node, victims = best.node, best.victims
-                    for v in victims:
-                        st_v = cache.lift(v.uid)
-                        if st_v is not None:
-                            lifted.append(st_v)
-                cache.assume(m, node)
-                assumed.append(m)
-                plan.append((m, node, victims))
-        finally:
-            for m in assumed:
-                cache.forget(m)
-            for st_v in reversed(lifted):
-                cache.restore(st_v)
-        return plan
-
-    def _victim_terminating(self, pod: Pod) -> bool:
+    def victim_terminating(self, pod: Pod) -> bool:
         """A pod of lower priority terminates by preemption on the node ``pod`` is nominated to."""
-        node = self.handle.cache.nominations.get(pod.uid) or pod.nominated_node_name
+        node = self.handle.nominations.get(pod.uid) or pod.nominated_node_name
         if not node:
             return False
         prio = self.priority_of(pod)
-        return any(self.priority_of(p) < prio and terminating_by_preemption(p) for p in self.handle.cache.pods_on(node))
+        return any(self.priority_of(p) < prio and terminating_by_preemption(p) for p in self.handle.pods_on(node))
 
     def priority_of(self, p: Pod) -> int:
         """A pod's priority for preemption: its PodGroup's when that sets one."""
@@ -379,19 +100,6 @@ class DefaultPreemption:
                 return pg.priority
         return p.priority
 
-    def eligible(self, pod: Pod, diagnosis: Any) -> tuple[bool, str]:
-        """PodEligibleToPreemptOthers."""
-        if pod.preemption_policy == "Never":
-            return False, NOT_ELIGIBLE_NEVER
-        node = self.handle.cache.nominations.get(pod.uid) or pod.nominated_node_name
-        if node:
-            row = self.handle.nodes.row(node)
-            unresolvable = diagnosis.unresolvable_rows if diagnosis is not None else None
-            if row is not None and unresolvable is not None and bool((unresolvable == row).any()):
-                return True, ""
-            if self._victim_terminating(pod):
-                return False, NOT_ELIGIBLE_TERMINATING
-        return True, ""
 
     # ------------------------------------------------------------------ candidates
 
@@ -417,8 +125,8 @@ class DefaultPreemption:
         if len(potential) == 0:
             return [], f"0/{n_all} nodes are available: {n_all} {NOT_HELPFUL}."
         self._memo = self._totals = None
-        want = num_candidates(len(potential), self.args.min_candidate_nodes_percentage,
-                              self.args.min_candidate_nodes_absolute)
+        want = num_candidates(len(potential), self.min_candidate_nodes_percentage,
+                              self.min_candidate_nodes_absolute)
         offset = self.rng.randrange(len(potential))
         order = np.roll(potential, -offset)
         reasons: dict[str, int] = {}
@@ -437,13 +145,13 @@ class DefaultPreemption:
         if isinstance(cands, Candidates):
             return cands.best()
         cols = {c: np.array([getattr(x, c) for x in cands]) for c in Candidates.COLUMNS if c != "row"}
-        return cands[_first_smallest(cols)]
+        return cands[first_smallest(cols)]
 
     # ------------------------------------------------------------------ the dry run
 
     def _victim_slots(self, pod: Pod, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Slots of the placed pods on ``rows`` that ``pod`` may preempt, their rows and priorities."""
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         n = pt.n
         on = np.zeros(self.handle.nodes.cap + 1, dtype=bool)
         on[rows] = True
@@ -465,7 +173,7 @@ class DefaultPreemption:
 
     def _effective_at(self, slots: np.ndarray) -> np.ndarray:
         """Priority of each of ``slots``, with PodGroup priorities applied where set."""
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         prio = pt.prio[slots]
         if pt.gang_keys:
             g = pt.gang[slots]
@@ -479,7 +187,7 @@ class DefaultPreemption:
     def _gang_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Per gang id: its PodGroup's priority (int64 min: unset) and whether it is evicted whole; built once
         per dry run (``_memo``), as PodGroups do not change within a cycle."""
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         if self._memo is not None and len(self._memo[0]) == len(pt.gang_keys):
             return self._memo
         groups = self.handle.gangs.groups
@@ -521,7 +229,7 @@ class DefaultPreemption:
         diag = Diagnosis()
         passed, st = fw.run_filter_with_nominated(state, pod, np.sort(rows), diag)
         if not st.is_success():
-            raise _DryRunError(st)
+            raise DryRunError(st)
         if reasons is not None:
             for r, n in diag.reasons.items():
                 reasons[r] = reasons.get(r, 0) + n
@@ -530,7 +238,7 @@ class DefaultPreemption:
     def _dry_run_batched(self, state: CycleState, pod: Pod, order: np.ndarray, slots: np.ndarray,
                          vrows: np.ndarray, want: int, reasons: dict[str, int]) -> Candidates:
         nodes = self.handle.nodes
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         req = pt.columns()
         width = nodes.requested.shape[1]
         below = np.zeros((nodes.cap, width), dtype=np.int64)
@@ -543,9 +251,9 @@ class DefaultPreemption:
         try:
             try:
                 fits = self._filter(state, pod, order, reasons)
-            except _DryRunError as e:
+            except DryRunError as e:
                 if e.status.code == Code.ERROR:   # as the per-node path: an Error, not one more FitError reason
-                    self._errors.append(e.status)
+                    self.errors.append(e.status)
                 else:
                     reasons[e.status.message()] = reasons.get(e.status.message(), 0) + len(order)
                 return []
@@ -557,8 +265,8 @@ class DefaultPreemption:
                 start += len(batch)
                 try:
                     found = self._reprieve_batched(state, pod, batch, slots, vrows)
-                except _DryRunError as e:
-                    self._errors.append(e.status)   # the batch's nodes end with it; candidates found so far stand
+                except DryRunError as e:
+                    self.errors.append(e.status)   # the batch's nodes end with it; candidates found so far stand
                     break
                 if found is not None:
                     out.keep(*found, want)
@@ -568,16 +276,16 @@ class DefaultPreemption:
         finally:
             nodes.requested = saved
 
-    def _units(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, vrows: np.ndarray) -> _Units:
-        """The potential victims on ``rows`` as units in reprieve order (see :class:`_Units`), without a Python
+    def _units(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, vrows: np.ndarray) -> Units:
+        """The potential victims on ``rows`` as units in reprieve order (see :class:`Units`), without a Python
         loop over them unless PDBs or whole gangs ask for one."""
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         req_all = pt.columns()
         sel = np.isin(vrows, rows)
         s_slots, s_rows = slots[sel], vrows[sel]
         if len(s_slots) == 0:
             z = np.zeros(0, dtype=np.int64)
-            return _Units(z, z, np.zeros((0, req_all.shape[1]), dtype=np.int64), z, np.zeros(1, dtype=np.int64),
+            return Units(z, z, np.zeros((0, req_all.shape[1]), dtype=np.int64), z, np.zeros(1, dtype=np.int64),
                           z, z, z, np.zeros(0))
         eff = self._effective_at(s_slots)
         key = -1 - s_slots                 # a unit per pod, or per (node, whole gang)
@@ -605,7 +313,7 @@ class DefaultPreemption:
         r_sorted = u_row[ranked]
         rank = np.empty(len(u_row), dtype=np.int64)
         rank[ranked] = np.arange(len(u_row)) - np.searchsorted(r_sorted, r_sorted, side="left")
-        return _Units(u_row, rank, u_req, s_slots, ptr, u_gang, viol, u_prio, u_start)
+        return Units(u_row, rank, u_req, s_slots, ptr, u_gang, viol, u_prio, u_start)
 
     def _pdb_violations(self, u_row: np.ndarray, slots: np.ndarray, ptr: np.ndarray, u_gang: np.ndarray,
                         importance: np.ndarray) -> np.ndarray:
@@ -616,9 +324,9 @@ class DefaultPreemption:
         pdbs = list(self.handle.pdbs.values()) if self.handle.pdbs else []
         if not pdbs:
             return out
-        cache = self.handle.cache
-        pt = cache.pod_table
-        pods = cache.pods
+        handle = self.handle
+        pt = handle.pod_table
+        pods = handle.placed
         rows = u_row.tolist()
         p_row: list[int] = []              # one entry per (pod, PDB covering it), in walking order
         p_pdb: list[int] = []
@@ -681,14 +389,14 @@ class DefaultPreemption:
             np.subtract.at(nodes.requested, u.row[reprieved], u.req[reprieved, :width])
         return self._candidates(batch, u, victim)
 
-    def _candidates(self, batch: np.ndarray, u: _Units,
+    def _candidates(self, batch: np.ndarray, u: Units,
                     victim: np.ndarray) -> tuple[dict[str, np.ndarray], Callable[[int], list[Pod]]] | None:
         """A candidate per row of ``batch`` with victims, as columns of per-row sums over its victim units, and
         how to list a row's victims (done only for the candidate that is read)."""
         vi = np.flatnonzero(victim)
         if len(vi) == 0:
             return None
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         r = u.row[vi]
         count = (u.ptr[vi + 1] - u.ptr[vi]).astype(np.int64)
         high_v = u.prio[vi].copy()
@@ -728,7 +436,7 @@ class DefaultPreemption:
     def _gang_totals(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per gang id, over its placed members (every node): how many, the sum of (priority + 2^31), the
         highest priority, and the earliest start among the members of that priority. Once per dry run."""
-        pt = self.handle.cache.pod_table
+        pt = self.handle.pod_table
         if self._totals is not None and len(self._totals[0]) == len(pt.gang_keys):
             return self._totals
         n, ng = pt.n, len(pt.gang_keys)
@@ -747,22 +455,22 @@ class DefaultPreemption:
         return self._totals
 
     def _gang_victims(self, g: int) -> list[Pod]:
-        cache = self.handle.cache
-        key = self.handle.cache.pod_table.gang_keys[g]
-        return [st.pod for st in (cache.pods.get(uid) for uid in list(self.handle.gangs.placed_members(key)))
+        handle = self.handle
+        key = self.handle.pod_table.gang_keys[g]
+        return [st.pod for st in (handle.placed.get(uid) for uid in list(self.handle.gangs.placed_members(key)))
                 if st is not None]
 
-    def _victims(self, u: _Units, units: np.ndarray) -> list[Pod]:
+    def _victims(self, u: Units, units: np.ndarray) -> list[Pod]:
         """The pods of ``units`` (whole gangs: every placed member), most important first."""
-        cache = self.handle.cache
-        pt = cache.pod_table
+        handle = self.handle
+        pt = handle.pod_table
         pods: list[Pod] = []
         seen: set[str] = set()
         for i in units[np.argsort(u.slots[u.ptr[units]], kind="stable")].tolist():   # ties keep slot order
             if u.gang[i] >= 0:
                 members = self._gang_victims(int(u.gang[i]))
             else:
-                members = [cache.pods[uid].pod for uid in (pt.uids[m] for m in u.members(i)) if uid is not None]
+                members = [handle.placed[uid].pod for uid in (pt.uids[m] for m in u.members(i)) if uid is not None]
             for p in members:
                 if p.uid not in seen:
                     seen.add(p.uid)
@@ -775,8 +483,8 @@ class DefaultPreemption:
         """One node at a time on a clone of the cycle state, through AddPod/RemovePod (SelectVictimsOnNode)."""
         fw = self.handle.framework
         nodes = self.handle.nodes
-        cache = self.handle.cache
-        pt = cache.pod_table
+        handle = self.handle
+        pt = handle.pod_table
         slots, vrows, _ = self._victim_slots(pod, order)
         out = Candidates(nodes.names)
         for row in order.tolist():
@@ -787,16 +495,16 @@ class DefaultPreemption:
             def take(i: int) -> None:
                 off.add(i)
                 for m in u.members(i):
-                    p = cache.pods[pt.uids[m]].pod
+                    p = handle.placed[pt.uids[m]].pod
                     nodes.charge(row, p, -1)
-                    _ok(fw.run_remove_pod(s, pod, p, row))
+                    ok(fw.run_remove_pod(s, pod, p, row))
 
             def give(i: int) -> None:
                 off.discard(i)
                 for m in u.members(i):
-                    p = cache.pods[pt.uids[m]].pod
+                    p = handle.placed[pt.uids[m]].pod
                     nodes.charge(row, p, 1)
-                    _ok(fw.run_add_pod(s, pod, p, row))
+                    ok(fw.run_add_pod(s, pod, p, row))
 
             victim = np.zeros(len(u.row), dtype=bool)
             one = np.array([row], dtype=np.int64)
@@ -805,7 +513,7 @@ class DefaultPreemption:
                     take(i)
                 # a whole gang's members elsewhere leave their domains too (their nodes' rows are not filtered)
                 for r, p in self._elsewhere(u, row):
-                    _ok(fw.run_remove_pod(s, pod, p, r))
+                    ok(fw.run_remove_pod(s, pod, p, r))
                 fits = len(self._filter(s, pod, one, reasons)) > 0
                 if fits:
                     for i in np.argsort(u.rank, kind="stable").tolist():
@@ -814,16 +522,16 @@ class DefaultPreemption:
                             continue
                         take(i)
                         victim[i] = True
-            except _DryRunError as e:
+            except DryRunError as e:
                 if e.status.code == Code.ERROR:
-                    self._errors.append(e.status)
+                    self.errors.append(e.status)
                 else:
                     reasons[e.status.message()] = reasons.get(e.status.message(), 0) + 1
                 fits = False
             finally:
                 for i in off:
                     for m in u.members(i):
-                        nodes.charge(row, cache.pods[pt.uids[m]].pod, 1)
+                        nodes.charge(row, handle.placed[pt.uids[m]].pod, 1)
             if not fits:
                 continue
             found = self._candidates(np.array([row], dtype=np.int64), u, victim)
@@ -833,26 +541,29 @@ class DefaultPreemption:
                 break
         return out
 
-    def _elsewhere(self, u: _Units, row: int) -> list[tuple[int, Pod]]:
-        cache = self.handle.cache
-        pt = cache.pod_table
+    def _elsewhere(self, u: Units, row: int) -> list[tuple[int, Pod]]:
+        handle = self.handle
+        pt = handle.pod_table
         out = []
         for g in set(u.gang[u.gang >= 0].tolist()):
             for uid, node in self.handle.gangs.placed_members(pt.gang_keys[g]).items():
                 r = self.handle.nodes.row(node)
-                st = cache.pods.get(uid)
+                st = handle.placed.get(uid)
                 if r is not None and r != row and st is not None:
                     out.append((r, st.pod))
         return out
 
 
-def _ok(st: Status) -> None:
+
+
+def ok(st: Status) -> None:
     """An AddPod/RemovePod failure ends the node's dry run (upstream returns its status)."""
     if not st.is_success():
-        raise _DryRunError(st)
+        raise DryRunError(st)
 
 
-class _DryRunError(Exception):
+class DryRunError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message())
         self.status = status
+

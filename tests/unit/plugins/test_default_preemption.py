@@ -307,10 +307,8 @@ def cluster(nodes: list[dict[str, Any]], pods: Any = (), pdbs: Any = (), groups:
         prof["pluginConfig"] = [{"name": "DefaultPreemption", "args": args}]
     (config,) = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                               "profiles": [prof]}).profiles
-    handle = Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock())
-    handle.preemption = FakePreemption()
-    handle.pdbs = {b.key: b for b in pdbs}
-    handle.seed = seed
+    handle = Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock(), pods={},
+                    preemption=FakePreemption(), pdbs={b.key: b for b in pdbs}, seed=seed)
     fw = Framework(config, handle)
     return Env(cache, fw, fw.plugins["DefaultPreemption"], handle.preemption)
 
