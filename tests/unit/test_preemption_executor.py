@@ -1,4 +1,4 @@
-"""scheduler/preemption.py: the eviction executor, with a fake API client (no server, no cycle)."""
+"""scheduler/executor.py: the eviction executor, with a fake API client (no server, no cycle)."""
 
 from __future__ import annotations
 

@@ -241,7 +241,7 @@ FIT_EACH = plugins("NodePorts", "NodeResourcesFit", "TestPreemptionExtensions") 
 
 
 class FakePreemption:
-    """``handle.preemption``: records what DefaultPreemption asks of the eviction executor (scheduler/preemption.py)."""
+    """``handle.preemption``: records what DefaultPreemption asks of the eviction executor (scheduler/executor.py)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, list[str], bool]] = []   # (preemptor, node, victims, sync)
