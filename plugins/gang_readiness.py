@@ -51,29 +51,11 @@ the same gangs. A round that was waiting for Ready when the scheduler
 stopped starts its clock again (a gang may get a little longer, never less).
 
 Bare pods. Before it deletes them, the plugin writes what recreating them
-needs onto their PodGroup, in the annotation
-``scheduling.tandem.dev/pending-recreations``: compact JSON mapping each
-pod's name to its old uid and the pod to create (:func:`recreation`: its
-spec and user metadata, without what the API server refuses on create or
-sets itself, and without its node). Then it deletes them, waits for each
-old pod to be gone (the name is free only then) for as long as its grace
-period says (its deletionTimestamp) plus a margin, creates it again and
-removes its entry. An old pod still there after that is reported (a Warning
-event on the PodGroup; a finalizer or a node that is down can keep it) and
-still waited for. A new tandem process, or the other replica after a
-failover, finds the entries when it first sees the PodGroup and completes
-them. Each step may be repeated: a create answered 409 AlreadyExists is
-done when the pod of that name has another uid, and waits when it is the
-old one, still terminating; an entry whose old pod is not being deleted
-(the process stopped between the write and the delete) is dropped, since
-that pod was never evicted. A create the API server refuses as invalid is
-given up with a Warning FailedCreate event on the PodGroup naming the pod
-and the reason; other errors are retried. An object's annotations may hold
-256 KiB in all: the entries are gzipped when plain JSON would not fit, and
-bare pods whose entries still do not fit are not evicted (the PodsReady
-message and the log say how many); they keep their nodes until a later
-round. Deleting the PodGroup drops its entries: pods under way in this
-process are still recreated, a restart does not find them.
+needs onto their PodGroup (annotation ``scheduling.tandem.dev/pending-recreations``),
+then deletes them, waits for each old pod to be gone and creates it again;
+a restarted process or the other replica completes what is left. The record,
+its size limit and how an old pod is found are described in
+scheduler/framework/recreation.py.
 
 ``blockAdmission``: while some gang has its quorum bound but is not yet
 Ready, no other participating gang is admitted: their pods wait at
@@ -97,11 +79,6 @@ opted in, or delete a pod whose uid changed (a successor of the same name).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import copy
-import gzip
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -109,6 +86,9 @@ from typing import Any
 
 from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, QueueingHint, Resource, Status, register,
+)
+from scheduler.framework.recreation import (  # RECREATE_ANNOTATION: the plugin's annotation, named here too
+    ANNOTATIONS_LIMIT, RECREATE_ANNOTATION, Records, grace_left, look, recreation, seen,
 )
 from scheduler.framework.runtime import go_duration
 from scheduler.model import (
@@ -128,13 +108,8 @@ PODS_READY = "PodsReady"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
-# on the PodGroup: the bare pods evicted and not yet created again (see "Bare pods" in the module docstring)
-RECREATE_ANNOTATION = "scheduling.tandem.dev/pending-recreations"
-ANNOTATIONS_LIMIT = 256 * 1024  # bytes of all of an object's annotation keys and values (TotalAnnotationSizeLimitB)
-
 API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 TICK_SECONDS = 1.0
-DEFAULT_GRACE_SECONDS = 30      # the API's default terminationGracePeriodSeconds
 RECREATE_MARGIN_SECONDS = 30.0  # past the old pod's grace period before its slowness is reported
 POLL_SECONDS = 0.5              # how often a recreation looks whether the old pod is gone (a dict lookup)
 SLOW_POLL_SECONDS = 5.0         # ... once it is overdue (a finalizer, a node that is down)
@@ -209,10 +184,7 @@ class GangReadiness:
         self._writers: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         # bare pods to create again (the PodGroup's RECREATE_ANNOTATION, as this process knows it)
-        self._records: dict[str, dict[str, dict[str, Any]]] = {}   # key -> pod name -> {"uid", "pod"}
-        self._records_read: set[str] = set()                      # groups whose annotation was read
-        self._records_written: dict[str, str | None] = {}          # key -> the annotation's value, last written
-        self._record_locks: dict[str, asyncio.Lock] = {}           # one writer of the annotation per group
+        self._records = Records(handle, API_PREFIX)
         self._recreating: dict[tuple[str, str], asyncio.Task[Any]] = {}   # (key, pod name) -> its task
         self.evicted = 0                      # pods deleted (metrics, tests)
         self.recreated = 0                    # bare pods created again
@@ -346,8 +318,6 @@ class GangReadiness:
             for task in list(self._tasks):
                 task.cancel()
             self._records.clear()
-            self._records_read.clear()
-            self._records_written.clear()
             raise
 
     def _next_wait(self) -> float:
@@ -383,9 +353,8 @@ class GangReadiness:
             if st.failed:
                 continue
             self._check(key, pg, st, timeout, now)
-        for key in [k for k in self._records_read if k not in groups]:
-            self._records_read.discard(key)   # deleted: its entries went with it (tasks under way go on)
-            self._records_written.pop(key, None)
+        for key in [k for k in self._records.read if k not in groups]:
+            self._records.deleted(key)   # its entries went with it (tasks under way go on)
         for key in list(self._gangs):
             if key not in seen:   # deleted, or opted out: forget it, and let its held pods go
                 st = self._gangs.pop(key)
@@ -437,7 +406,7 @@ class GangReadiness:
         self._in_progress.pop(key, None)
         victims = [p for p in bound if not p.terminal]
         owned = [p for p in victims if any(o.controller for o in p.owners)]
-        bare = self._plan_recreations(key, pg, [p for p in victims if not any(o.controller for o in p.owners)])
+        bare = self._records.plan(key, pg, [p for p in victims if not any(o.controller for o in p.owners)])
         kept = len(victims) - len(owned) - len(bare)
         n, limit = st.evictions, self.args.backoff_limit_count
         what = (f"{ready}/{need} required members became Ready within {go_duration(timeout)} of the gang being "
@@ -565,7 +534,7 @@ class GangReadiness:
             if status == 409:
                 # the uid precondition failed: that name is a successor now, not ours to touch
                 if entry is not None:
-                    await self._drop_record(key, pod.name)
+                    await self._records.drop(key, pod.name)
                 return
             if status != 404:
                 # whether it went after all is for the recreation to find out: a pod still there and not
@@ -578,14 +547,8 @@ class GangReadiness:
 
     def _resume_recreations(self, key: str, pg: PodGroup) -> None:
         """Read the group's pending recreations the first time it is seen; run those that no task runs."""
-        if key not in self._records_read:
-            self._records_read.add(key)
-            value = pg.annotations.get(RECREATE_ANNOTATION)
-            found = _decode_records(key, value)
-            if found:
-                self._records[key] = {**found, **self._records.get(key, {})}
-            self._records_written[key] = value if isinstance(value, str) else None
-        records = self._records.get(key)
+        self._records.load(key, pg)
+        records = self._records.entries.get(key)
         if not records:
             return
         for name, entry in list(records.items()):
@@ -594,58 +557,10 @@ class GangReadiness:
                 self._track(key, [name], self._spawn(self._recreate(key, name, entry),
                                                      f"recreating {key.split('/', 1)[0]}/{name}"))
 
-    def _plan_recreations(self, key: str, pg: PodGroup, bare: list[Pod]) -> list[Pod]:
-        """Add entries for ``bare`` to the group's records (memory only); the pods whose entries fit, in order."""
-        records = dict(self._records.get(key) or {})
-        entries = [(p, {"uid": p.uid, "pod": recreation(p.raw)}) for p in bare]
-        room = _annotation_room(pg)
-        while entries and _encode_records({**records, **{p.name: e for p, e in entries}}, room) is None:
-            entries.pop()   # the last ones stay where they are: not evicted, not lost
-        if entries:
-            records.update((p.name, e) for p, e in entries)
-            self._records[key] = records
-        return [p for p, _ in entries]
-
-    async def _save_records(self, key: str) -> bool:
-        """Write the group's records as this process knows them onto the PodGroup (one writer per group)."""
-        lock = self._record_locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            records = self._records.get(key) or {}
-            value: str | None = None
-            if records:
-                pg = self.handle.gangs.group(key)
-                value = _encode_records(records, _annotation_room(pg) if pg is not None else None) \
-                    or _encode_records(records, None)   # smaller than before, or the API says no
-            if key in self._records_written and self._records_written[key] == value:
-                return True
-            ns, name = key.split("/", 1)
-            try:
-                await self.handle.client.patch(f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}",
-                                               {"metadata": {"annotations": {RECREATE_ANNOTATION: value}}})
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - already retried by the client
-                if getattr(exc, "status", None) == 404:
-                    log.info("PodGroup %s is gone: its pending recreations went with it", key)
-                else:
-                    log.warning("PodGroup %s: cannot write its pending recreations: %s", key, exc)
-                return False
-            self._records_written[key] = value
-            if not records:
-                self._records.pop(key, None)
-            return True
-
-    async def _drop_record(self, key: str, name: str) -> None:
-        records = self._records.get(key)
-        if records is not None:
-            records.pop(name, None)
-        if not await self._save_records(key) and not records:
-            self._records.pop(key, None)   # the PodGroup is gone: nothing left to keep
-
     async def _evict_bare(self, key: str, pods: list[Pod], why: str) -> None:
         """Record how to create the bare pods again, then evict them; never the other way round."""
-        if not await self._save_records(key):
-            records = self._records.get(key) or {}
+        if not await self._records.save(key):
+            records = self._records.entries.get(key) or {}
             for p in pods:
                 records.pop(p.name, None)
             msg = (f"{len(pods)} bare pod(s) were not evicted: the record to create them again could not be "
@@ -653,52 +568,13 @@ class GangReadiness:
             log.error("PodGroup %s: %s", key, msg)
             self._group_event(key, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
             return
-        records = self._records.get(key) or {}
+        records = self._records.entries.get(key) or {}
         await asyncio.gather(*(self._evict_pod(key, p, why, records.get(p.name) or
                                                {"uid": p.uid, "pod": recreation(p.raw)}) for p in pods))
 
-    def _seen(self, key: str, name: str, uid: str) -> tuple[str, dict[str, Any] | None]:
-        """The old pod as the informer has it: "gone", "replaced" (a member of that name with another uid),
-        "terminating", or "ask" (not being deleted as far as the informer knows: the API server knows better)."""
-        pods = self.handle.pods
-        p = pods.get(uid)
-        if p is not None:
-            return ("terminating", p.raw) if p.deleting else ("ask", None)
-        for other in self.handle.gangs.member_uids(key):
-            q = pods.get(other)
-            if q is not None and q.name == name:
-                return "replaced", q.raw
-        return "gone", None
-
-    async def _look(self, path: str, name: str, uid: str) -> tuple[str, dict[str, Any] | None]:
-        """The pod called ``name`` as the API server has it: "gone", "replaced" (another uid), "terminating",
-        "alive" (the old pod, not being deleted) or "unknown" (the read failed)."""
-        try:
-            obj = await self.handle.client.get(f"{path}/{name}")
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            if getattr(exc, "status", None) == 404:
-                return "gone", None
-            log.debug("cannot read pod %s: %s", name, exc)
-            return "unknown", None
-        meta = obj.get("metadata") or {}
-        if str(meta.get("uid", "")) != uid:
-            return "replaced", obj
-        return ("terminating" if meta.get("deletionTimestamp") else "alive"), obj
-
     def _due(self, raw: dict[str, Any] | None) -> float:
-        """clock() by when a terminating pod should be gone: its deletionTimestamp (the end of its grace
-        period), else its grace period from now; plus a margin."""
-        meta = (raw or {}).get("metadata") or {}
-        end = parse_time(meta.get("deletionTimestamp"))
-        if end:
-            left = max(end - self.wall(), 0.0)
-        else:
-            grace = meta.get("deletionGracePeriodSeconds")
-            if not isinstance(grace, (int, float)):
-                grace = ((raw or {}).get("spec") or {}).get("terminationGracePeriodSeconds")
-            left = float(grace) if isinstance(grace, (int, float)) and grace >= 0 else DEFAULT_GRACE_SECONDS
+        """clock() by when a terminating pod should be gone (recreation.grace_left), plus a margin."""
+        left = grace_left(raw, self.wall())
         return self.clock() + left + RECREATE_MARGIN_SECONDS
 
     async def _recreate(self, key: str, name: str, entry: dict[str, Any]) -> None:
@@ -712,9 +588,9 @@ class GangReadiness:
         retry = POLL_SECONDS
         ask = False
         while True:
-            state, raw = self._seen(key, name, uid)
+            state, raw = seen(self.handle.pods, self.handle.gangs.member_uids(key), name, uid)
             if ask or state == "ask":
-                state, raw = await self._look(path, name, uid)
+                state, raw = await look(self.handle.client, path, name, uid)
                 ask = False
             if state == "alive":
                 log.info("pod %s/%s is not being deleted: it was not evicted, nothing to create", ns, name)
@@ -758,7 +634,7 @@ class GangReadiness:
                             key, ns, name, exc)
                 await clock.sleep(retry)
                 retry = min(retry * 2, RETRY_MAX_SECONDS)
-        await self._drop_record(key, name)
+        await self._records.drop(key, name)
 
     def _group_event(self, key: str, type_: str, reason: str, action: str, note: str) -> None:
         pg = self.handle.gangs.group(key)
@@ -767,68 +643,6 @@ class GangReadiness:
 
 
 # ---------------------------------------------------------------------------- helpers
-
-
-# spec fields a pod is created again without. What kube-apiserver refuses on create: ephemeralContainers
-# ("Forbidden: cannot be set on create"); priority, preemptionPolicy and overhead once the PriorityClass or
-# RuntimeClass they came from changed (403 from the Priority and RuntimeClass admission plugins, which fill
-# them in from the class names, which stay). What pins the old placement: nodeName.
-_SPEC_NOT_CREATED = ("nodeName", "ephemeralContainers", "priority", "preemptionPolicy", "overhead")
-
-
-def recreation(raw: dict[str, Any]) -> dict[str, Any]:
-    """The body that creates a bare pod again: its user metadata and spec, without node, status or identity.
-
-    Kept: name, namespace, labels, annotations, finalizers, and the owners that are not its controller (a
-    bare pod has none; the others, e.g. an object it is garbage-collected with, still own the new pod).
-    Left out: what the API server sets (uid, resourceVersion, which it refuses on create, generation,
-    timestamps, managedFields), status, and the spec fields in ``_SPEC_NOT_CREATED``.
-    """
-    meta = raw.get("metadata") or {}
-    keep = {k: copy.deepcopy(meta[k]) for k in ("name", "namespace", "labels", "annotations", "finalizers")
-            if meta.get(k)}
-    owners = [copy.deepcopy(o) for o in meta.get("ownerReferences") or ()
-              if isinstance(o, dict) and o.get("controller") is not True]
-    if owners:
-        keep["ownerReferences"] = owners
-    spec = {k: copy.deepcopy(v) for k, v in (raw.get("spec") or {}).items() if k not in _SPEC_NOT_CREATED}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": keep, "spec": spec}
-
-
-def _annotation_room(pg: PodGroup) -> int:
-    """Bytes left for RECREATE_ANNOTATION's value beside the group's other annotations."""
-    used = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in pg.annotations.items()
-               if k != RECREATE_ANNOTATION)
-    return ANNOTATIONS_LIMIT - used - len(RECREATE_ANNOTATION)
-
-
-def _encode_records(records: dict[str, Any], room: int | None) -> str | None:
-    """Compact JSON if it fits in ``room`` bytes (None: any size), else gzip+base64 if that fits, else None."""
-    text = json.dumps(records, separators=(",", ":")).encode()
-    if room is None or len(text) <= room:
-        return text.decode()
-    packed = base64.b64encode(gzip.compress(text, mtime=0))   # gang members' pods are near-identical
-    return packed.decode() if len(packed) <= room else None
-
-
-def _decode_records(key: str, value: Any) -> dict[str, dict[str, Any]]:
-    """The entries in a RECREATE_ANNOTATION value ({} when absent); malformed ones are logged and skipped."""
-    if not isinstance(value, str) or not value:
-        return {}
-    try:
-        text = value.encode() if value.lstrip().startswith("{") else gzip.decompress(base64.b64decode(value))
-        data = json.loads(text)
-    except (ValueError, OSError, EOFError, binascii.Error) as exc:
-        log.error("PodGroup %s: %s is not readable (%s); its pods cannot be created again", key,
-                  RECREATE_ANNOTATION, exc)
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for name, entry in (data.items() if isinstance(data, dict) else ()):
-        if isinstance(entry, dict) and isinstance(entry.get("uid"), str) and isinstance(entry.get("pod"), dict):
-            out[name] = entry
-        else:
-            log.error("PodGroup %s: %s[%s] is malformed; skipped", key, RECREATE_ANNOTATION, name)
-    return out
 
 
 def _ready_count(pods: list[Pod]) -> int:

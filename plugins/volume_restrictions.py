@@ -97,7 +97,7 @@ class VolumeRestrictions:
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found')
             if READ_WRITE_ONCE_POD in pvc.access_modes:
                 claims.add(name)
-        users = self.handle.cache.claim_users
+        users = self.handle.claim_users
         # at most one pod can be using a ReadWriteOncePod claim, so each used claim counts once
         conflicts = sum(1 for name in claims if users.get(f"{pod.namespace}/{name}", 0) > 0)
         if not conflicts:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Awaitable
 
 from scheduler.framework.clock import Clock
 from scheduler.framework.cycle_state import CycleState
@@ -42,6 +42,10 @@ from scheduler.framework.status import Code, Status
 from scheduler.leader import NotLeader
 from scheduler.model import NOT_READY_FOR_SCHEDULING, Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
+
+if TYPE_CHECKING:
+    from scheduler.state.cache import Cache
+    from scheduler.executor import Preemption
 
 log = logging.getLogger("tandem.scheduler")
 
@@ -59,9 +63,19 @@ class Binding:
     _conditions: dict[str, tuple[str, str]]
     _nominations: dict[str, str]
     _condition_writers: set[str]
-    cache: Any
-    preemption: Any
+    cache: Cache
+    preemption: Preemption
     frameworks: dict[str, Framework]
+
+    if TYPE_CHECKING:
+        # what binding calls of the scheduling-cycle mixin (schedule_one.py) and of the Scheduler
+        # (scheduler.py), which define them; declared for the reader and the type checker only (no runtime
+        # attribute, no MRO effect)
+        def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None: ...
+
+        def _pod_problem(self, pod: Pod) -> str: ...
+
+        def _spawn(self, coro: Awaitable[Any], what: str) -> None: ...
 
     # ------------------------------------------------------------------ the binding cycle
 

@@ -29,7 +29,7 @@ import functools
 import logging
 import random
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Awaitable
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from scheduler.framework.status import Code, Status
 from scheduler.model import Pod
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.state.cache import Cache
+
+if TYPE_CHECKING:
+    from scheduler.executor import Preemption
 
 log = logging.getLogger("tandem.scheduler")
 
@@ -79,10 +82,20 @@ class ScheduleOne:
     pods: dict[str, Pod]
     priority_classes: set[str] | None
     metrics: Any
-    preemption: Any
+    preemption: Preemption
     rng: random.Random
     next_start: int
     cycle_durations: list[float]
+
+    if TYPE_CHECKING:
+        # what the cycle calls of the binding mixin (binding.py) and of the Scheduler (scheduler.py), which
+        # define them; declared for the reader and the type checker only (no runtime attribute, no MRO effect)
+        async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None: ...
+
+        def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
+                  done: bool = False, nominated: str | None = None) -> None: ...
+
+        def _spawn(self, coro: Awaitable[Any], what: str) -> None: ...
 
     # ------------------------------------------------------------------ the scheduling cycle
 

@@ -43,8 +43,8 @@ from scheduler.framework.clock import Clock
 from scheduler.framework.handle import Handle
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
-from scheduler.model import Pod
-from scheduler.preemption import Preemption
+from scheduler.model import Pod, PodDisruptionBudget
+from scheduler.executor import Preemption
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.schedule_one import ScheduleOne
@@ -63,10 +63,22 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self.events = events
         self.metrics = metrics
         self.cache = Cache()                  # nodes, pods on nodes, and the one gang index (cache.gangs)
+        self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
+        # Services' and controllers' selectors, from their informers (app.py), for PodTopologySpread
+        self.spread_selectors = SpreadSelectors()
+        # PodDisruptionBudgets by "ns/name", from their informer (app.py)
+        self.pdbs: dict[str, PodDisruptionBudget] = {}
+        # the eviction executor: preemption's API calls, off the cycle (executor.py); the queue does not exist
+        # yet (it needs the frameworks' sort key and hints), so it and the handles reach it through methods
+        self.preemption = Preemption(self.cache, client, metrics, self.clock, self._spawn, self._activate,
+                                     self._set_nomination, self._gate)
+        # every handle is built complete here, from the pieces shared across profiles (framework/handle.py)
         self.frameworks: dict[str, Framework] = {}
         for profile in config.profiles:
             recorder = events.for_profile(profile.scheduler_name) if events is not None else None
-            handle = Handle(self.cache, client, profile.scheduler_name, recorder, clock=self.clock)
+            handle = Handle(self.cache, client, profile.scheduler_name, recorder, clock=self.clock, pods=self.pods,
+                            activate=self._activate, spread_selectors=self.spread_selectors,
+                            preemption=self.preemption, pdbs=self.pdbs, seed=seed)
             self.frameworks[profile.scheduler_name] = Framework(profile, handle, metrics)
         first = next(iter(self.frameworks.values()))
         hints = {name: {} for name in self.frameworks}
@@ -77,21 +89,9 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
                                      config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds,
                                      clock=self.clock, gangs=self.cache.gangs,
                                      sort_failed=self._sort_key_failed)
-        self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         # called with "ns/podgroup" when a member pod or the PodGroup itself changes (the PodGroup status
         # controller marks the group dirty; a call must be O(1) and must not raise)
         self.group_listeners: list[Callable[[str], None]] = []
-        # Services' and controllers' selectors, from their informers (app.py), for PodTopologySpread
-        self.spread_selectors = SpreadSelectors()
-        self.pdbs: dict[str, Any] = {}        # PodDisruptionBudgets by "ns/name", from their informer (app.py)
-        # the eviction executor: preemption's API calls, off the cycle (preemption.py)
-        self.preemption = Preemption(self.cache, client, metrics, self.clock, self._spawn, self.queue.activate,
-                                     self._set_nomination, self.queue.gate)
-        for fw in self.frameworks.values():
-            h = fw.handle
-            h.pods, h.activate = self.pods, self.queue.activate
-            h.spread_selectors = self.spread_selectors
-            h.preemption, h.pdbs, h.seed = self.preemption, self.pdbs, seed
         self.rng = random.Random(seed)
         self.next_start = 0
         # PriorityClass names, when an informer follows them (None: not followed, nothing is checked)
@@ -121,6 +121,14 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
             reports.passed(qi.uid)
             self._retract_not_ready(qi.uid)
         return st
+
+    def _activate(self, uids: list[str]) -> None:
+        """Move ``uids`` to activeQ now (the plugins' ``handle.activate`` and the executor's)."""
+        self.queue.activate(uids)
+
+    def _gate(self, uid: str, plugin: str) -> None:
+        """Hold a queued pod at PreEnqueue (the executor's, for a gang member preempting in the queue)."""
+        self.queue.gate(uid, plugin)
 
     def _held_at_pre_enqueue(self, uid: str) -> bool:
         pod = self.pods.get(uid)

@@ -164,9 +164,9 @@ class Framework:
     def __init__(self, profile: "Profile", handle: Handle, metrics: Any = None) -> None:
         self.profile = profile
         self.name = profile.scheduler_name
-        self.handle = handle
+        # the handle the plugins get names this framework (Handle.with_framework): built whole, never set later
+        self.handle = handle = handle.with_framework(self)
         self.metrics = metrics
-        handle.framework = self
         self.plugins: dict[str, Any] = {}
         for point, names in profile.plugins.items():
             for name in names:
@@ -374,7 +374,7 @@ class Framework:
         run again without them (a pod with affinity to a nominated pod must not rely on it), as upstream.
         Nothing to do (one dict check) while no pod is nominated.
         """
-        nominations = self.handle.cache.nominations
+        nominations = self.handle.nominations
         if not len(nominations):
             return self.run_filter(state, pod, rows, diag)
         nodes = self.handle.nodes

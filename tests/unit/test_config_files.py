@@ -170,8 +170,7 @@ def test_spread_file_puts_the_next_replica_on_the_fullest_node_without_one_past_
         cache.add_node(node(name, zone, taints))
     for p in (pod("web-1", "a1"), pod("web-2", "b1"), pod("web-3", "c1"), pod("batch", "c2", app="batch", cpu="2")):
         cache.add_pod(p)
-    handle = Handle(cache, clock=FakeClock())
-    handle.spread_selectors = Selectors()  # type: ignore[attr-defined]
+    handle = Handle(cache, clock=FakeClock(), spread_selectors=Selectors())  # type: ignore[arg-type]
     fw = Framework(_load("spread.yaml").profiles[0], handle)
     incoming, state = pod("web-4"), CycleState()
     rows, st, diag = fw.run_pre_filter(state, incoming)

@@ -1,4 +1,4 @@
-"""scheduler/preemption.py: the eviction executor, with a fake API client (no server, no cycle)."""
+"""scheduler/executor.py: the eviction executor, with a fake API client (no server, no cycle)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from scheduler.apiclient import APIError, NotFound
 from scheduler.framework.clock import FakeClock
 from scheduler.model import Pod, parse_pod
-from scheduler.preemption import EVICTING, Preemption
+from scheduler.executor import EVICTING, Preemption
 from scheduler.state.cache import Cache
 
 

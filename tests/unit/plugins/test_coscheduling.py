@@ -8,7 +8,7 @@ waiting pods are stand-ins that record allow and reject.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 
@@ -93,18 +93,18 @@ class Framework:
 class Env:
     """A Coscheduling plugin over a cache, with the scheduler's indexes it reads."""
 
-    def __init__(self, args: CoschedulingArgs | None = None, nodes: int = 2, cpu: str = "4") -> None:
+    def __init__(self, args: CoschedulingArgs | None = None, nodes: int = 2, cpu: str = "4",
+                 activate: Callable[[list[str]], None] | None = None) -> None:
         self.cache = Cache()
         for i in range(nodes):
             self.cache.add_node(parse_node({"metadata": {"name": f"n{i}"},
                                             "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "10"}}}))
         self.clock = FakeClock()
         self.events = Events()
-        self.handle = Handle(self.cache, events=self.events, clock=self.clock)
         self.fw = Framework()
-        self.handle.framework = self.fw
         self.activated: list[str] = []
-        self.handle.activate = self.activated.extend
+        self.handle = Handle(self.cache, events=self.events, clock=self.clock, pods={}, framework=self.fw,
+                             activate=activate or self.activated.extend)
         self.plugin = Coscheduling(args, self.handle)
 
     def group(self, name: str = "g", min_member: int = 3, created: str = T0, **spec: Any) -> None:
@@ -285,8 +285,6 @@ def test_every_held_member_of_a_gang_says_the_same() -> None:
 
 
 def test_the_member_completing_the_gang_activates_the_held_siblings_once() -> None:
-    env = Env()
-    env.group(min_member=3)
     passed: list[str] = []
 
     def activate(uids: list[str]) -> None:
@@ -294,7 +292,8 @@ def test_the_member_completing_the_gang_activates_the_held_siblings_once() -> No
         env.activated.extend(uids)
         passed.extend(u for u in uids if env.plugin.pre_enqueue(env.handle.pods[u]).is_success())
 
-    env.handle.activate = activate
+    env = Env(activate=activate)
+    env.group(min_member=3)
     a, b, c = _members(3)
     env.add(a)
     assert env.plugin.pre_enqueue(a).code == UU

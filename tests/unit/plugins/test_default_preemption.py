@@ -241,7 +241,7 @@ FIT_EACH = plugins("NodePorts", "NodeResourcesFit", "TestPreemptionExtensions") 
 
 
 class FakePreemption:
-    """``handle.preemption``: records what DefaultPreemption asks of the eviction executor (scheduler/preemption.py)."""
+    """``handle.preemption``: records what DefaultPreemption asks of the eviction executor (scheduler/executor.py)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, str, list[str], bool]] = []   # (preemptor, node, victims, sync)
@@ -307,10 +307,8 @@ def cluster(nodes: list[dict[str, Any]], pods: Any = (), pdbs: Any = (), groups:
         prof["pluginConfig"] = [{"name": "DefaultPreemption", "args": args}]
     (config,) = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                               "profiles": [prof]}).profiles
-    handle = Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock())
-    handle.preemption = FakePreemption()
-    handle.pdbs = {b.key: b for b in pdbs}
-    handle.seed = seed
+    handle = Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock(), pods={},
+                    preemption=FakePreemption(), pdbs={b.key: b for b in pdbs}, seed=seed)
     fw = Framework(config, handle)
     return Env(cache, fw, fw.plugins["DefaultPreemption"], handle.preemption)
 

@@ -187,9 +187,10 @@ class Env:
         self.clock = FakeClock(wall_start=1_714_557_600.0)   # 2024-05-01T10:00:00Z
         self.client = FakeClient(self)
         self.events = FakeEvents()
-        self.handle = Handle(Cache(), self.client, SCHED, self.events, clock=self.clock)
         self.activated: list[str] = []
-        self.handle.activate = self.activated.extend
+        self.cache = Cache()
+        self.handle = Handle(self.cache, self.client, SCHED, self.events, clock=self.clock, pods={},
+                             activate=self.activated.extend)
         self.plugin = GangReadiness(parse_args(GangReadinessArgs, args, "args"), self.handle)
         self.names: dict[str, str] = {}             # pod name -> uid
         self.groups: dict[str, dict[str, Any]] = {}  # PodGroup name -> the API's object
@@ -202,7 +203,7 @@ class Env:
             "metadata": {"name": name, "namespace": NS, "uid": uid or f"pg-{name}", "generation": 1,
                          "annotations": {OPT_IN_ANNOTATION: "true"} if annotations is None else annotations},
             "spec": {"minMember": min_member}, "status": status or {}}
-        self.handle.cache.gangs.set_group(parse_pod_group(self.groups[name]))
+        self.cache.gangs.set_group(parse_pod_group(self.groups[name]))
 
     def patch_group(self, name: str, annotations: dict[str, str | None]) -> None:
         """A merge patch of the PodGroup's annotations, as the informer then shows it."""
@@ -213,7 +214,7 @@ class Env:
             else:
                 raw["metadata"]["annotations"][k] = v
         self.groups[name] = raw
-        self.handle.cache.gangs.set_group(parse_pod_group(raw))
+        self.cache.gangs.set_group(parse_pod_group(raw))
 
     def pod(self, name: str, group: str = "g", node: str = "", ready: bool = False, phase: str = "",
             owner: str = "", scheduler: str = SCHED, **spec: Any) -> str:

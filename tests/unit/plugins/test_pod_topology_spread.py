@@ -124,9 +124,7 @@ def cluster(nodes: list[dict[str, Any]], pods: list[Pod] = ()) -> Cache:  # type
 def plugin(cache: Cache, args: dict[str, Any] | None = None, selectors: Any = None) -> PodTopologySpread:
     """The plugin over ``cache``; by default with ``defaultingType: List`` and no default constraints, as
     upstream's filtering and scoring tests set it up."""
-    handle = Handle(cache, clock=FakeClock())
-    if selectors is not None:
-        handle.spread_selectors = selectors  # type: ignore[attr-defined]
+    handle = Handle(cache, clock=FakeClock(), spread_selectors=selectors)
     raw = {"defaultingType": "List"} if args is None else args
     return PodTopologySpread(parse_args(PodTopologySpreadArgs, raw, "args"), handle)
 

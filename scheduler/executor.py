@@ -1,8 +1,8 @@
 """The eviction executor: what preemption does off the scheduling cycle (KEP-4832, asynchronous preemption).
 
-DefaultPreemption (plugins/default_preemption.py) picks a node and its
-victims inside the cycle and calls :meth:`Preemption.preempt`, which, still
-synchronously:
+DefaultPreemption (plugins/default_preemption.py, with the evaluator in
+scheduler/framework/preemption/) picks a node and its victims inside the
+cycle and calls :meth:`Preemption.preempt`, which, still synchronously:
 
 * nominates the preemptor to the node in the cache (``cache.nominations``:
   from the next cycle on its requests count there for pods of equal or
@@ -31,12 +31,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler.apiclient import Conflict, NotFound
 from scheduler.framework.clock import Clock
 from scheduler.model import PREEMPTION_BY_SCHEDULER, Pod, marked_preempted
 from scheduler.podgroups import rfc3339
+
+if TYPE_CHECKING:
+    from scheduler.state.cache import Cache
+    from scheduler.framework.runtime import Framework, WaitingPod
 
 log = logging.getLogger("tandem.preemption")
 
@@ -48,7 +52,7 @@ EVICTING = 32
 
 
 class Preemption:
-    def __init__(self, cache: Any, client: Any, metrics: Any, clock: Clock,
+    def __init__(self, cache: "Cache", client: Any, metrics: Any, clock: Clock,
                  spawn: Callable[[Any, str], Any], activate: Callable[[list[str]], None],
                  write_nomination: Callable[[Pod, str], None],
                  gate: Callable[[str, str], None] = lambda uid, plugin: None) -> None:
@@ -73,11 +77,11 @@ class Preemption:
 
     # ------------------------------------------------------------------ in the cycle
 
-    def preempt(self, fw: Any, pod: Pod, node: str, victims: list[Pod], sync: bool = False) -> None:
+    def preempt(self, fw: "Framework | None", pod: Pod, node: str, victims: list[Pod], sync: bool = False) -> None:
         """Nominate ``pod`` to ``node`` and evict ``victims`` off the cycle. Synchronous; never raises."""
         self.preempt_group(fw, [(pod, node, victims)], sync)
 
-    def preempt_group(self, fw: Any, plan: list[tuple[Pod, str, list[Pod]]], sync: bool = False) -> None:
+    def preempt_group(self, fw: "Framework | None", plan: list[tuple[Pod, str, list[Pod]]], sync: bool = False) -> None:
         """Nominate each pod of ``plan`` to its node and evict all their victims in one task (a gang preempts
         for all its missing members at once). The pods are held at PreEnqueue until the task ends."""
         victims: dict[str, tuple[Pod, Pod, str]] = {}
@@ -117,7 +121,8 @@ class Preemption:
 
     # ------------------------------------------------------------------ off the cycle
 
-    async def _run(self, fw: Any, pods: list[tuple[Pod, str]], victims: list[tuple[Pod, Pod, str]]) -> None:
+    async def _run(self, fw: "Framework | None", pods: list[tuple[Pod, str]],
+                   victims: list[tuple[Pod, Pod, str]]) -> None:
         t0 = time.perf_counter()
         result = "success"
         try:
@@ -154,7 +159,7 @@ class Preemption:
                 self.metrics.preemption_goroutines_duration.labels(result).observe(time.perf_counter() - t0)
                 self.metrics.preemption_goroutines_execution.labels(result).inc()
 
-    async def _evict(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
+    async def _evict(self, fw: "Framework | None", pod: Pod, victim: Pod, node: str) -> None:
         scheduler_name = pod.scheduler_name
         try:
             if not marked_preempted(victim):
@@ -167,13 +172,13 @@ class Preemption:
             return   # already gone (or a new pod with its name: never ours to delete)
         self._event(fw, pod, victim, node)
 
-    def _event(self, fw: Any, pod: Pod, victim: Pod, node: str) -> None:
+    def _event(self, fw: "Framework | None", pod: Pod, victim: Pod, node: str) -> None:
         events = fw.handle.events if fw is not None else None
         if events is not None:
             events.eventf(victim, pod, "Normal", "Preempted", "Preempting", f"Preempted by pod {pod.uid} on node {node}")
 
 
-def _waiting(fw: Any, uid: str) -> Any:
+def _waiting(fw: "Framework | None", uid: str) -> "WaitingPod | None":
     if fw is None:
         return None
     return fw.get_waiting_pod(uid)
