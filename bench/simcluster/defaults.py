@@ -383,6 +383,14 @@ def admit_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
     _add_default_tolerations(spec)
 
 
+def default_pod_template_spec(spec: dict[str, Any]) -> None:
+    """SetDefaults_PodSpec for a controller's pod template (SetDefaults_Pod's enableServiceLinks is not)."""
+    had_links = "enableServiceLinks" in spec
+    _default_pod_spec(spec)
+    if not had_links:
+        del spec["enableServiceLinks"]
+
+
 def _default_pod_spec(spec: dict[str, Any]) -> None:
     # SetDefaults_PodSpec and SetDefaults_Pod
     if not spec.get("dnsPolicy"):
@@ -714,6 +722,7 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("apps", "StatefulSet"): (("replicas", int), ("availableReplicas", int)),
     ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
                                         ("desiredHealthy", int), ("expectedPods", int)),
+    ("scheduling.k8s.io", "PodGroup"): (),  # status is always there, at least {}
 }
 
 
