@@ -20,13 +20,12 @@ import pytest
 from bench.simcluster import SimCluster
 from bench.simcluster.jobs import pod_group_name, workload_name
 from tests.simcluster.conftest import Target, pod_body
+from tests.simcluster.test_writes import MERGE, STRATEGIC, create, pods
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
 
 V1A2 = "/apis/scheduling.k8s.io/v1alpha2"
 FINALIZER = "scheduling.k8s.io/podgroup-protection"
-MERGE = "application/merge-patch+json"
-STRATEGIC = "application/strategic-merge-patch+json"
 IMMUTABLE = "Invalid value: null: field is immutable"
 SUBDOMAIN_ERROR = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
                    "and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
@@ -45,10 +44,6 @@ def workloads(t: Target) -> str:
 
 def jobs(t: Target) -> str:
     return f"/apis/batch/v1/namespaces/{t.ns}/jobs"
-
-
-def pods(t: Target) -> str:
-    return f"/api/v1/namespaces/{t.ns}/pods"
 
 
 def pod_group(name: str, **spec: Any) -> dict[str, Any]:
@@ -83,12 +78,6 @@ def job(name: str, *, mode: str = "Indexed", parallelism: int | None = 3, comple
     if completions is not None:
         body["completions"] = completions
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": body}
-
-
-async def created(t: Target, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = await t.req("POST", path, body)
-    assert r.status == 201, r.body
-    return r.body
 
 
 async def eventually(probe: Callable[[], Awaitable[Any]], timeout: float = 15.0) -> Any:
@@ -147,7 +136,7 @@ async def test_a_pod_group_is_defaulted_and_protected(target: Target) -> None:
     body = pod_group("g", schedulingPolicy=gang(2), schedulingConstraints={"topology": []},
                      resourceClaims=[{"name": "x", "resourceClaimName": "y"}])
     body["status"] = {"conditions": [CONDITION]}
-    pg = await created(target, groups(target), body)
+    pg = await create(target, groups(target), body)
     assert pg["spec"] == {"podGroupTemplateRef": None, "schedulingPolicy": gang(2), "schedulingConstraints": {},
                           "disruptionMode": "Pod", "priority": 0}
     assert pg["status"] == {}
@@ -215,19 +204,19 @@ async def test_admission_refuses_priorities_and_missing_workloads(target: Target
     for body, message in cases:
         r = await target.req("POST", ns_groups, body)
         assert (r.status, r.reason, r.body["message"]) == (403, "Forbidden", message)
-    await created(target, workloads(target), workload("w", template("t")))
+    await create(target, workloads(target), workload("w", template("t")))
     ref = {"workload": {"workloadName": "w", "podGroupTemplateName": "other"}}
     r = await target.req("POST", ns_groups, pod_group("x", schedulingPolicy={"basic": {}}, podGroupTemplateRef=ref))
     assert (r.status, r.body["message"]) == (403, 'podgroups.scheduling.k8s.io "x" is forbidden: PodGroup rejected: '
                                                   'PodGroupTemplate "other" not found in Workload "w"')
     ref["workload"]["podGroupTemplateName"] = "t"
-    pg = await created(target, ns_groups, pod_group("x", schedulingPolicy={"basic": {}}, podGroupTemplateRef=ref))
+    pg = await create(target, ns_groups, pod_group("x", schedulingPolicy={"basic": {}}, podGroupTemplateRef=ref))
     assert pg["spec"]["podGroupTemplateRef"] == ref
 
 
 async def test_a_pod_groups_spec_is_immutable_and_its_status_has_its_own_subresource(target: Target) -> None:
     path = f"{groups(target)}/g"
-    pg = await created(target, groups(target), pod_group("g", schedulingPolicy=gang(2)))
+    pg = await create(target, groups(target), pod_group("g", schedulingPolicy=gang(2)))
     for change in ({"schedulingPolicy": gang(3)}, {"disruptionMode": "PodGroup"}):
         r = await target.req("PUT", path, {**pg, "spec": {**pg["spec"], **change}})
         assert r.status == 422
@@ -256,8 +245,8 @@ async def test_a_pod_groups_spec_is_immutable_and_its_status_has_its_own_subreso
 
 async def test_a_pod_group_named_by_a_pod_is_deleted_only_after_the_pod(target: Target) -> None:
     target.needs_controllers("podgroup-protection-controller")
-    await created(target, groups(target), pod_group("g", schedulingPolicy={"basic": {}}))
-    await created(target, pods(target), pod_body("p", schedulingGroup={"podGroupName": "g"}))
+    await create(target, groups(target), pod_group("g", schedulingPolicy={"basic": {}}))
+    await create(target, pods(target), pod_body("p", schedulingGroup={"podGroupName": "g"}))
     r = await target.req("DELETE", f"{groups(target)}/g")
     assert r.status == 200 and r.body["metadata"]["deletionTimestamp"]
     await asyncio.sleep(0.5)
@@ -273,7 +262,7 @@ async def test_a_pod_group_named_by_a_pod_is_deleted_only_after_the_pod(target: 
 # ---------------------------------------------------------------------------- Workload
 
 async def test_a_workload_is_stored_with_null_constraints(target: Target) -> None:
-    wl = await created(target, workloads(target), workload(
+    wl = await create(target, workloads(target), workload(
         "w", template("t", priorityClassName="nope"), controllerRef={"apiGroup": "batch", "kind": "Job", "name": "j"}))
     assert wl["spec"]["podGroupTemplates"] == [{"name": "t", "schedulingPolicy": gang(2),
                                                 "schedulingConstraints": None, "priorityClassName": "nope"}]
@@ -324,10 +313,10 @@ async def test_a_pods_scheduling_group_is_validated(target: Target, group, want)
 
 
 async def test_a_pods_scheduling_group_is_kept_immutable_and_need_not_exist(target: Target) -> None:
-    pod = await created(target, pods(target), pod_body("p", schedulingGroup={"podGroupName": "nowhere",
+    pod = await create(target, pods(target), pod_body("p", schedulingGroup={"podGroupName": "nowhere",
                                                                               "other": 1}))
     assert pod["spec"]["schedulingGroup"] == {"podGroupName": "nowhere"}
-    bare = await created(target, pods(target), pod_body("q", schedulingGroup=None))
+    bare = await create(target, pods(target), pod_body("q", schedulingGroup=None))
     assert "schedulingGroup" not in bare["spec"]
     r = await target.req("PATCH", f"{pods(target)}/p", {"spec": {"schedulingGroup": {"podGroupName": "g2"}}},
                          content_type=MERGE)
@@ -337,7 +326,7 @@ async def test_a_pods_scheduling_group_is_kept_immutable_and_need_not_exist(targ
 # ---------------------------------------------------------------------------- Jobs
 
 async def test_a_job_is_defaulted_with_a_generated_selector(target: Target) -> None:
-    j = await created(target, jobs(target), job("j", mode="NonIndexed", parallelism=None, completions=None))
+    j = await create(target, jobs(target), job("j", mode="NonIndexed", parallelism=None, completions=None))
     uid, spec = j["metadata"]["uid"], j["spec"]
     assert {k: spec[k] for k in ("parallelism", "completions", "backoffLimit", "completionMode", "suspend",
                                  "podReplacementPolicy", "manualSelector")} == {
@@ -363,7 +352,7 @@ async def test_an_indexed_job_needs_completions(target: Target) -> None:
 
 async def test_a_qualifying_job_gets_a_workload_and_a_gang_pod_group_before_its_pods(target: Target) -> None:
     target.needs_controllers("job-controller")
-    j = await created(target, jobs(target), job("train"))
+    j = await create(target, jobs(target), job("train"))
     uid = j["metadata"]["uid"]
     wl_name = workload_name("train", uid)
     pg_name = pod_group_name(wl_name, "train-pgt-0")
@@ -424,7 +413,7 @@ OTHER_JOBS = [
 @pytest.mark.parametrize("fields,count", [c[1:] for c in OTHER_JOBS], ids=[c[0] for c in OTHER_JOBS])
 async def test_other_jobs_get_pods_and_no_groups(target: Target, fields, count) -> None:
     target.needs_controllers("job-controller")
-    await created(target, jobs(target), job("j", **fields))
+    await create(target, jobs(target), job("j", **fields))
 
     async def all_pods() -> list[dict[str, Any]]:
         items = (await target.req("GET", pods(target))).body["items"]
@@ -437,7 +426,7 @@ async def test_other_jobs_get_pods_and_no_groups(target: Target, fields, count) 
 
 async def test_a_suspended_qualifying_job_gets_its_groups_and_no_pods(target: Target) -> None:
     target.needs_controllers("job-controller")
-    await created(target, jobs(target), job("s", parallelism=2, completions=2, suspend=True))
+    await create(target, jobs(target), job("s", parallelism=2, completions=2, suspend=True))
 
     async def one_group() -> list[dict[str, Any]]:
         return (await target.req("GET", groups(target))).body["items"]
