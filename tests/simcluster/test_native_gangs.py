@@ -433,3 +433,31 @@ async def test_a_suspended_qualifying_job_gets_its_groups_and_no_pods(target: Ta
     [pg] = await eventually(one_group)
     assert pg["spec"]["schedulingPolicy"] == gang(2)
     assert (await target.req("GET", pods(target))).body["items"] == []
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+STATUS_COLUMN = [
+    ("pending", [], "Pending"),
+    ("scheduled", [{**CONDITION, "reason": "Other"}], "Scheduled"),
+    ("unschedulable", [{**CONDITION, "status": "False", "reason": "SchedulerError"}], "Unschedulable"),
+    ("disrupted", [CONDITION, {**CONDITION, "type": "DisruptionTarget", "reason": "PreemptionByScheduler"}],
+     "PreemptionByScheduler"),
+]
+
+
+async def test_kubectl_columns_of_pod_groups(target: Target) -> None:
+    await create(target, workloads(target), workload("w", template("t")))
+    for name, conditions, _ in STATUS_COLUMN:
+        ref = {"workload": {"workloadName": "w", "podGroupTemplateName": "t"}} if name == "pending" else None
+        await create(target, groups(target), pod_group(name, schedulingPolicy=gang(2) if conditions else {"basic": {}},
+                                                       podGroupTemplateRef=ref))
+        if conditions:
+            r = await target.req("PATCH", f"{groups(target)}/{name}/status", {"status": {"conditions": conditions}},
+                                 content_type=MERGE)
+            assert r.status == 200, r.body
+    async with target.session.get(target.url + groups(target), headers={"Accept": TABLE}) as r:
+        table = await r.json()
+    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Policy", "Workload", "Status", "Age"]
+    rows = {row["cells"][0]: row["cells"][1:4] for row in table["rows"]}
+    assert rows == {name: ["Basic" if not conditions else "Gang", "w" if name == "pending" else "<none>", want]
+                    for name, conditions, want in STATUS_COLUMN}
