@@ -384,11 +384,12 @@ def admit_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
 
 
 def default_pod_template_spec(spec: dict[str, Any]) -> None:
-    """SetDefaults_PodSpec for a controller's pod template (SetDefaults_Pod's enableServiceLinks is not)."""
-    had_links = "enableServiceLinks" in spec
+    """SetDefaults_PodSpec for a controller's pod template: neither enableServiceLinks nor restartPolicy
+    (a Job's template without one is refused, not defaulted to Always; read off kube-apiserver 1.36.2)."""
+    unset = [k for k in ("enableServiceLinks", "restartPolicy") if k not in spec]
     _default_pod_spec(spec)
-    if not had_links:
-        del spec["enableServiceLinks"]
+    for key in unset:
+        del spec[key]
 
 
 def _default_pod_spec(spec: dict[str, Any]) -> None:

@@ -48,8 +48,9 @@ WorkloadWithJob), and mirrored here:
 * **Job status** after the pods: ``active``, ``ready: 0``, ``terminating: 0``,
   ``startTime``, ``uncountedTerminatedPods: {}``.
 * **podgroup-protection**: a PodGroup being deleted keeps its finalizer while
-  any pod of its namespace names it in ``spec.schedulingGroup``; once none
-  does, the finalizer goes and the delete completes.
+  any pod of its namespace that has not finished (phase neither Succeeded
+  nor Failed) names it in ``spec.schedulingGroup``; once none does, the
+  finalizer goes and the delete completes.
 
 Left out (not needed to schedule a Job's pods): completion and failure
 tracking (``succeeded``/``failed``, conditions, backoff, replacement pods,
@@ -362,7 +363,9 @@ class PodGroupProtection(StoreLoop):
         if POD_GROUP_FINALIZER not in finalizers:
             return
         for entry in self.store.list(PODS, ns).entries:
-            if _dict(_dict(entry.obj().get("spec")).get("schedulingGroup")).get("podGroupName") == name:
+            pod = entry.obj()   # a pod that has finished no longer holds its group
+            if _dict(_dict(pod.get("spec")).get("schedulingGroup")).get("podGroupName") == name \
+                    and _dict(pod.get("status")).get("phase") not in _TERMINAL:
                 return
         pg["metadata"]["finalizers"] = [f for f in finalizers if f != POD_GROUP_FINALIZER]
         try:

@@ -46,7 +46,8 @@ server's words:
   Validation covers only what the stand-in's Job controller relies on:
   a template with restartPolicy Never or OnFailure, completions for an
   Indexed Job, non-negative counts. The template's pod spec is defaulted
-  as upstream does it but not validated; update rules (immutable template and
+  as upstream does it (restartPolicy excepted: a Job's template has none
+  by default) but not validated; update rules (immutable template and
   selector) are not simulated.
 """
 
@@ -475,9 +476,12 @@ def validate_job(job: dict[str, Any]) -> list[FieldError]:
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         errs.append(required("spec.template"))
         return errs
-    policy = template["spec"].get("restartPolicy")
-    if policy not in ("OnFailure", "Never"):
-        errs.append(not_supported("spec.template.spec.restartPolicy", policy, ["OnFailure", "Never"]))
+    policy, path = template["spec"].get("restartPolicy"), "spec.template.spec.restartPolicy"
+    if not policy or policy == "Always":   # a Job's template is not defaulted to Always
+        errs.append(required(path, 'valid values: "OnFailure", "Never"'))
+    elif policy not in ("OnFailure", "Never"):   # the pod spec's check, then the Job's
+        errs.append(not_supported(path, policy, ["Always", "OnFailure", "Never"]))
+        errs.append(not_supported(path, policy, ["OnFailure", "Never"]))
     group_errs: list[FieldError] = []
     validate_scheduling_group(template["spec"], group_errs)
     errs.extend(FieldError("spec.template." + e.field, e.type, e.detail, e.value) for e in group_errs)

@@ -259,6 +259,19 @@ async def test_a_pod_group_named_by_a_pod_is_deleted_only_after_the_pod(target: 
     await eventually(gone)
 
 
+async def test_a_finished_pod_does_not_hold_its_pod_group(target: Target) -> None:
+    target.needs_controllers("podgroup-protection-controller")
+    await create(target, groups(target), pod_group("g", schedulingPolicy={"basic": {}}))
+    pod = await create(target, pods(target), pod_body("p", schedulingGroup={"podGroupName": "g"}))
+    pod["status"]["phase"] = "Succeeded"
+    assert (await target.req("PUT", f"{pods(target)}/p/status", pod)).status == 200
+    assert (await target.req("DELETE", f"{groups(target)}/g")).status == 200
+
+    async def gone() -> bool:
+        return (await target.req("GET", f"{groups(target)}/g")).status == 404
+    await eventually(gone)
+
+
 # ---------------------------------------------------------------------------- Workload
 
 async def test_a_workload_is_stored_with_null_constraints(target: Target) -> None:
@@ -341,6 +354,30 @@ async def test_a_job_is_defaulted_with_a_generated_selector(target: Target) -> N
         "default-scheduler", 30, "ClusterFirst")
     assert "enableServiceLinks" not in pod_spec and "tolerations" not in pod_spec
     assert j["metadata"]["generation"] == 1
+
+
+RESTART_POLICIES = [
+    ("unset", None, [("FieldValueRequired", "spec.template.spec.restartPolicy",
+                      'Required value: valid values: "OnFailure", "Never"')]),
+    ("Always", "Always", [("FieldValueRequired", "spec.template.spec.restartPolicy",
+                           'Required value: valid values: "OnFailure", "Never"')]),
+    ("unknown", "Bogus", [
+        ("FieldValueNotSupported", "spec.template.spec.restartPolicy",
+         'Unsupported value: "Bogus": supported values: "Always", "OnFailure", "Never"'),
+        ("FieldValueNotSupported", "spec.template.spec.restartPolicy",
+         'Unsupported value: "Bogus": supported values: "OnFailure", "Never"')]),
+]
+
+
+@pytest.mark.parametrize("policy,want", [c[1:] for c in RESTART_POLICIES], ids=[c[0] for c in RESTART_POLICIES])
+async def test_a_jobs_pods_must_not_restart_always(target: Target, policy, want) -> None:
+    body = job("j")
+    if policy is None:
+        del body["spec"]["template"]["spec"]["restartPolicy"]
+    else:
+        body["spec"]["template"]["spec"]["restartPolicy"] = policy
+    r = await target.req("POST", jobs(target), body)
+    assert r.status == 422 and causes(r.body) == want
 
 
 async def test_an_indexed_job_needs_completions(target: Target) -> None:
