@@ -29,6 +29,9 @@ from bench.simcluster.jobs import JobController, PodGroupProtection
 from bench.simcluster.resources import NATIVE_GANGS, lookup
 from bench.simcluster.server import APIServer
 from bench.simcluster.store import Store
+from bench.simcluster.volumes import (
+    PersistentVolumeController, TestProvisioner, VolumeConfig, register_driver, register_node,
+)
 
 NODES = lookup("", "v1", "nodes")
 
@@ -91,6 +94,8 @@ class SimCluster:
     The controllers (disruption: PodDisruptionBudget status; Job; podgroup-protection with
     ``native_gangs``) run with the node agent: ``agent=None`` leaves a bare API server, as
     scheduler_perf's, with none of them.
+    The volume controllers (the PV controller, the test provisioner and its CSINodes;
+    :mod:`bench.simcluster.volumes`) have their own switch: ``volumes=None`` leaves them out.
     """
 
     nodes: int = 0
@@ -100,6 +105,7 @@ class SimCluster:
     node_template: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_NODE_TEMPLATE))
     agent: AgentConfig | None = field(default_factory=AgentConfig)  # None: no kubelet stand-in, no controllers
     faults: Faults = field(default_factory=Faults)
+    volumes: VolumeConfig | None = field(default_factory=VolumeConfig)  # None: no volume controllers
     watch_window: int = 20_000
     bookmark_interval: float = 60.0
     kubeconfig: str | os.PathLike[str] | None = None
@@ -115,6 +121,8 @@ class SimCluster:
         self.disruption_controller: DisruptionController | None = None
         self.job_controller: JobController | None = None
         self.podgroup_protection: PodGroupProtection | None = None
+        self.pv_controller: PersistentVolumeController | None = None
+        self.provisioner: TestProvisioner | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -134,6 +142,8 @@ class SimCluster:
         sock = site._server.sockets[0]  # type: ignore[union-attr]
         self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
+        if self.volumes is not None:
+            register_driver(self.store)  # before anything a caller writes, as a cluster's drivers are
         self.add_nodes(self.nodes)
         if self.agent is not None:
             self.node_agent = NodeAgent(self.store, self.agent)
@@ -145,6 +155,11 @@ class SimCluster:
             if self.native_gangs:
                 self.podgroup_protection = PodGroupProtection(self.store, tick=self.agent.tick)
                 self.podgroup_protection.start()
+        if self.volumes is not None:
+            self.pv_controller = PersistentVolumeController(self.store, tick=self.volumes.tick)
+            self.pv_controller.start()
+            self.provisioner = TestProvisioner(self.store, self.volumes)
+            self.provisioner.start()
         if self.kubeconfig:
             write_kubeconfig(self.kubeconfig, self.url)
 
@@ -157,6 +172,10 @@ class SimCluster:
             if controller is not None:
                 await controller.stop()
                 setattr(self, name, None)
+        for loop in (self.pv_controller, self.provisioner):
+            if loop is not None:
+                await loop.stop()
+        self.pv_controller = self.provisioner = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -169,6 +188,8 @@ class SimCluster:
         for i in range(first, first + count):
             entry = self.store.create(NODES, "", node_object(tmpl, i, self.zones))
             names.append(entry.key[1])
+            if self.volumes is not None:  # its kubelet registers the driver (the provisioner does for API nodes)
+                register_node(self.store, entry.key[1], self.volumes.attach_limit)
         return names
 
     def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:

@@ -829,6 +829,7 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
+                defaults.admit_storage_object(rt.kind, obj, self.now())
         workloads.prepare_create(rt.kind, rt.group, rt.version, obj, self.lookup_priority_class,
                                  self.default_priority_class)
         self._default(rt, obj)
@@ -869,6 +870,8 @@ class Store:
                 return defaults.validate_pod_status_update(old, new)
             defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
+        if rt.group == "" and rt.kind == "PersistentVolume" and subresource == "status":
+            defaults.stamp_volume_phase_transition(old, new, self.now())
         if rt.from_view is not None and rt.kind == "Event":
             return _validate_events_v1_update(old, new)
         return []

@@ -55,6 +55,7 @@ import yaml
 
 ASSETS_ENV = "KUBEBUILDER_ASSETS"
 BINARIES = ("kube-apiserver", "etcd")
+CONTROLLER_MANAGER = "kube-controller-manager"
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PODGROUP_CRD = REPO_ROOT / "manifests" / "crds" / "scheduling.x-k8s.io_podgroups.yaml"
@@ -572,24 +573,32 @@ async def _ensure_namespace(api: _API, name: str, procs: Sequence[_Process]) -> 
 # --- the whole thing -------------------------------------------------------------
 
 async def _start_controller_manager(assets: Path, kubeconfig: Path, controllers: Sequence[str],
-                                    native_gangs: bool, logs: Path, procs: list[_Process]) -> None:
-    """kube-controller-manager from the assets folder, running only ``controllers``.
+                                    native_gangs: bool, logs: Path, procs: list[_Process],
+                                    start_timeout: float = START_TIMEOUT) -> None:
+    """kube-controller-manager from the assets folder, running only ``controllers``, appended to ``procs``.
 
-    Its flags are ../shared/realk8s/up.sh's. It has no health endpoint here
-    (``--secure-port=0``); it is started once the server is ready and given a
-    moment to start its informers. A controller's effects are what tests wait for.
+    Its flags are ../shared/realk8s/up.sh's. Its serving port is a free loopback one, only so that
+    ``/healthz`` says when it is up (the default ``--authorization-always-allow-paths`` lets anyone
+    read it): the wait is for that answer, not for a fixed time. A controller's effects are what
+    tests wait for.
     """
-    binary = assets / "kube-controller-manager"
+    binary = assets / CONTROLLER_MANAGER
     if not _executable(binary):
         raise _failure(f"{binary} is missing: controllers {', '.join(controllers)} need it", procs)
-    args = [f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0",
-            "--kube-api-qps=1000", "--kube-api-burst=2000", f"--controllers={','.join(controllers)}"]
+    (port,) = _free_ports(1)
+    args = [f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
+            f"--secure-port={port}", f"--cert-dir={logs}", f"--controllers={','.join(controllers)}",
+            "--kube-api-qps=1000", "--kube-api-burst=2000"]
     if native_gangs:
         args.append(f"--feature-gates={NATIVE_GANGS_CONTROLLER_GATES}")
-    procs.append(await _spawn("kube-controller-manager", binary, args, logs))
-    await asyncio.sleep(1.0)
-    if procs[-1].returncode is not None:
-        raise _failure("kube-controller-manager exited at start", procs)
+    procs.append(await _spawn(CONTROLLER_MANAGER, binary, args, logs))
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+        async def healthy() -> tuple[bool, str]:
+            async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=False) as resp:
+                body = await resp.text()
+            return resp.status == 200, f"HTTP {resp.status}: {body.strip()[-500:]}"
+
+        await _wait_for(f"{CONTROLLER_MANAGER} at https://127.0.0.1:{port}/healthz", healthy, procs, start_timeout)
 
 
 @asynccontextmanager
@@ -670,3 +679,40 @@ async def real_apiserver(tmp: Path, *, crds: Sequence[Path] = (PODGROUP_CRD,),
             await _start_controller_manager(assets, kubeconfig, controllers, native_gangs, logs, procs)
         yield RealAPIServer(base_url=base_url, kubeconfig=kubeconfig, token=token, ca_file=ca_file,
                             controllers=tuple(controllers))
+
+
+# --- kube-controller-manager, for the controllers a test checks the stand-in against ---------
+
+
+
+def controller_manager_skip_reason() -> str | None:
+    """None when ``KUBEBUILDER_ASSETS`` also holds kube-controller-manager; else why not."""
+    reason = skip_reason()
+    if reason is not None:
+        return reason
+    folder = assets_dir()
+    if folder is None or not _executable(folder / CONTROLLER_MANAGER):
+        return f"{ASSETS_ENV} has no executable {CONTROLLER_MANAGER} (the realk8s assets have one)"
+    return None
+
+
+@asynccontextmanager
+async def controller_manager(real: RealAPIServer, tmp: Path, controllers: Sequence[str],
+                             start_timeout: float = START_TIMEOUT) -> AsyncIterator[None]:
+    """Run kube-controller-manager against ``real`` with only ``controllers`` until the block exits.
+
+    Its serving port is a free loopback one, only so that ``/healthz`` says when it is up (the
+    default ``--authorization-always-allow-paths`` lets anyone read it); its log goes to
+    ``tmp/kcm/kube-controller-manager.log``. It is stopped, as the control plane is, whatever happens.
+    """
+    assets = assets_dir()
+    if assets is None or not _executable(assets / CONTROLLER_MANAGER):
+        raise EnvtestError(controller_manager_skip_reason() or f"no {CONTROLLER_MANAGER}")
+    logs = Path(tmp).resolve() / "kcm"
+    logs.mkdir(parents=True, exist_ok=False)
+    procs: list[_Process] = []
+    try:
+        await _start_controller_manager(assets, real.kubeconfig, controllers, False, logs, procs, start_timeout)
+        yield
+    finally:
+        await _stop_all(procs)

@@ -1,11 +1,12 @@
-"""``python -m bench.simcluster``'s flags as they reach AgentConfig (the running process: tests/simcluster/test_cli.py)."""
+"""``python -m bench.simcluster``'s flags as they reach AgentConfig and VolumeConfig (the running process: tests/simcluster/test_cli.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.simcluster.__main__ import parser
+from bench.simcluster.__main__ import parser, volume_config
 from bench.simcluster.agent import AgentConfig
+from bench.simcluster.volumes import VolumeConfig
 
 
 @pytest.mark.parametrize("argv,want", [
@@ -42,3 +43,12 @@ def test_runtime_config_refuses_what_is_not_simulated(capsys):
         parser().parse_args(["--runtime-config", "resource.k8s.io/v1beta1=true"])
     assert exc.value.code == 2
     assert "only scheduling.k8s.io/v1alpha2=true|false is simulated" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,want", [
+    ([], VolumeConfig()),
+    (["--csi-attach-limit", "16"], VolumeConfig(attach_limit=16)),
+    (["--no-volume-controllers"], None),
+], ids=["on, with no attach limit, without flags", "an attach limit for every CSINode", "switched off"])
+def test_volume_controller_flags(argv, want):
+    assert volume_config(parser().parse_args(argv)) == want
