@@ -6,9 +6,9 @@
 Startup and cleanup are in one place (as aiohttp's cleanup_ctx): the API
 client, the node, priority class, PodGroup, Service, controller
 (ReplicationController, ReplicaSet, StatefulSet), namespace, PVC, PV,
-StorageClass and pod informers, the event recorder, the health/metrics server, plugins'
-background tasks, the PodGroup status controller and the scheduling loop
-start in order and stop in reverse; shutdown stops popping pods, then drains
+StorageClass, CSINode, VolumeAttachment and pod informers, the event
+recorder, the health/metrics server, plugins' background tasks, the PodGroup
+status controller and the scheduling loop start in order and stop in reverse; shutdown stops popping pods, then drains
 in-flight binds.
 
 With ``leaderElection.leaderElect`` (the default), everything up to the
@@ -203,6 +203,13 @@ class App:
             Informer(self.client, "/apis/storage.k8s.io/v1/storageclasses", name="storageclasses", clock=clock,
                      on_add=sched.on_storage_class_add, on_update=sched.on_storage_class_update,
                      on_delete=sched.on_storage_class_delete),
+            # NodeVolumeLimits: the nodes' attach limits per CSI driver, and the volumes attached to them
+            Informer(self.client, "/apis/storage.k8s.io/v1/csinodes", name="csinodes", clock=clock,
+                     on_add=sched.on_csinode_add, on_update=sched.on_csinode_update,
+                     on_delete=sched.on_csinode_delete),
+            Informer(self.client, "/apis/storage.k8s.io/v1/volumeattachments", name="volumeattachments",
+                     clock=clock, on_add=sched.on_volume_attachment_add,
+                     on_update=sched.on_volume_attachment_update, on_delete=sched.on_volume_attachment_delete),
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)

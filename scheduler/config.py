@@ -26,9 +26,9 @@ Where tandem differs, on purpose:
 * The default profile is named "tandem-scheduler" (tandem is a secondary
   scheduler), and so is the default leader-election lease, so that tandem
   never competes for kube-scheduler's own "kube-scheduler" lease.
-* Default plugins tandem does not implement yet (NodeVolumeLimits) are
-  left out of the default set. Disabling them
-  is fine; enabling one, or configuring its args, is an error.
+* tandem implements every plugin of kube-scheduler 1.36's default set. One it
+  did not (none today) would be left out of the default set: disabling it would
+  be fine; enabling it, or configuring its args, an error.
 * Scheduler extenders are not supported: a non-empty ``extenders`` is an
   error rather than silently ignored.
 * Explicit score weights must be 1..100 (0 means "unset" and becomes 1, as

@@ -2,8 +2,8 @@
 
 The informers call the ``on_*`` handlers of :class:`EventHandlers` (mixed
 into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups,
-PriorityClasses, namespaces, PersistentVolumeClaims, PersistentVolumes and
-StorageClasses. A handler parses the object; updates the cache (nodes, bound
+PriorityClasses, namespaces, PersistentVolumeClaims, PersistentVolumes,
+StorageClasses, CSINodes and VolumeAttachments. A handler parses the object; updates the cache (nodes, bound
 pods), the queue (unscheduled pods of our profiles) and the indexes that
 plugins and the PodGroup status controller read (pods by uid, PodGroups, the
 members of each group); then tells the queue which cluster event happened, so
@@ -23,7 +23,8 @@ from typing import Any, Callable
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
 from scheduler.model import (
-    Node, Pod, parse_node, parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class,
+    Node, Pod, parse_csinode, parse_node, parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc,
+    parse_storage_class, parse_volume_attachment,
 )
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
@@ -168,39 +169,50 @@ class EventHandlers:
     def on_pvc_add(self, obj: dict[str, Any]) -> None:
         pvc = parse_pvc(obj)
         self.cache.volumes.claims[pvc.key] = pvc
+        self.cache.attachments.claim_changed(pvc.key)
         self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.ADD, "PersistentVolumeClaimAdd"), None, pvc)
 
     def on_pvc_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pvc = parse_pvc(obj)
         old = self.cache.volumes.claims.get(pvc.key)
         self.cache.volumes.claims[pvc.key] = pvc
+        if old is None or (old.volume_name, old.storage_class) != (pvc.volume_name, pvc.storage_class):
+            self.cache.attachments.claim_changed(pvc.key)
         if old != pvc:   # a status or label change scheduling does not read moves nobody
             self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.UPDATE, "PersistentVolumeClaimUpdate"),
                                 old, pvc)
 
     def on_pvc_delete(self, obj: dict[str, Any]) -> None:
-        self.cache.volumes.claims.pop(parse_pvc(obj).key, None)
+        key = parse_pvc(obj).key
+        self.cache.volumes.claims.pop(key, None)
+        self.cache.attachments.claim_changed(key)
 
     def on_pv_add(self, obj: dict[str, Any]) -> None:
         pv = parse_pv(obj)
         self.cache.volumes.volumes[pv.name] = pv
+        self.cache.attachments.volume_changed(pv.name)
         self.queue.on_event(ClusterEvent(Resource.PV, ActionType.ADD, "PersistentVolumeAdd"), None, pv)
 
     def on_pv_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pv = parse_pv(obj)
         old = self.cache.volumes.volumes.get(pv.name)
         self.cache.volumes.volumes[pv.name] = pv
+        if old is None or (old.csi_driver, old.csi_handle, old.in_tree) != (pv.csi_driver, pv.csi_handle, pv.in_tree):
+            self.cache.attachments.volume_changed(pv.name)
         # what VolumeBinding (node affinity, phase) and VolumeZone (zone labels) read
         seen = (pv.node_affinity_terms, pv.phase, pv.topologies)
         if old is None or (old.node_affinity_terms, old.phase, old.topologies) != seen:
             self.queue.on_event(ClusterEvent(Resource.PV, ActionType.UPDATE, "PersistentVolumeUpdate"), old, pv)
 
     def on_pv_delete(self, obj: dict[str, Any]) -> None:
-        self.cache.volumes.volumes.pop(parse_pv(obj).name, None)
+        name = parse_pv(obj).name
+        self.cache.volumes.volumes.pop(name, None)
+        self.cache.attachments.volume_changed(name)
 
     def on_storage_class_add(self, obj: dict[str, Any]) -> None:
         sc = parse_storage_class(obj)
         self.cache.volumes.classes[sc.name] = sc
+        self.cache.attachments.class_changed(sc.name)
         self.queue.on_event(ClusterEvent(Resource.STORAGE_CLASS, ActionType.ADD, "StorageClassAdd"), None, sc)
 
     def on_storage_class_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
@@ -212,7 +224,41 @@ class EventHandlers:
                                 old, sc)
 
     def on_storage_class_delete(self, obj: dict[str, Any]) -> None:
-        self.cache.volumes.classes.pop(parse_storage_class(obj).name, None)
+        name = parse_storage_class(obj).name
+        self.cache.volumes.classes.pop(name, None)
+        self.cache.attachments.class_changed(name)
+
+    # ------------------------------------------------------------------ informer handlers (volume attachment)
+
+    # CSINodes (the nodes' attach limits per CSI driver) and VolumeAttachments, for NodeVolumeLimits; the
+    # events it registers: a CSINode added or its counts grown, an attachment deleted
+
+    def on_csinode_add(self, obj: dict[str, Any]) -> None:
+        cn = parse_csinode(obj)
+        self.cache.attachments.set_csinode(cn)
+        self.queue.on_event(ClusterEvent(Resource.CSI_NODE, ActionType.ADD, "CSINodeAdd"), None, cn)
+
+    def on_csinode_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        cn = parse_csinode(obj)
+        old = self.cache.attachments.csinodes.get(cn.name)
+        self.cache.attachments.set_csinode(cn)
+        if old != cn:
+            self.queue.on_event(ClusterEvent(Resource.CSI_NODE, ActionType.UPDATE, "CSINodeUpdate"), old, cn)
+
+    def on_csinode_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.attachments.remove_csinode(parse_csinode(obj).name)
+
+    def on_volume_attachment_add(self, obj: dict[str, Any]) -> None:
+        self.cache.attachments.set_attachment(parse_volume_attachment(obj))
+
+    def on_volume_attachment_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        self.cache.attachments.set_attachment(parse_volume_attachment(obj))
+
+    def on_volume_attachment_delete(self, obj: dict[str, Any]) -> None:
+        va = parse_volume_attachment(obj)
+        self.cache.attachments.remove_attachment(va.name)
+        self.queue.on_event(ClusterEvent(Resource.VOLUME_ATTACHMENT, ActionType.DELETE, "VolumeAttachmentDelete"),
+                            va, None)
 
     # ------------------------------------------------------------------ informer handlers (priority classes)
 

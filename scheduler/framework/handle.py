@@ -5,7 +5,8 @@ Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
 everything else they need arrives through the Handle given to their
 constructor: read-only views of the cache (node table, pods per node, the
 placed-pods table, nominations, the gang index, the PersistentVolumeClaims,
-PersistentVolumes and StorageClasses), the one clock (now, timers, sleeps),
+PersistentVolumes and StorageClasses, the attachable volumes per node and the
+inline disks placed pods use), the one clock (now, timers, sleeps),
 the API client (binders, preemption), the event recorder, the pods the
 informer saw, the spread selectors (Services and controllers, for
 PodTopologySpread's system defaults), the PodDisruptionBudgets, the eviction
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable, PodTable
     from scheduler.framework.podcounts import PodCounts
     from scheduler.model import Pod, PodDisruptionBudget
+    from scheduler.state.attach import Attachments
     from scheduler.state.cache import Cache, PodState
+    from scheduler.state.disks import DiskIndex
     from scheduler.state.gangs import GangIndex
     from scheduler.state.nominations import Nominations
     from scheduler.state.spreadselectors import SpreadSelectors
@@ -194,6 +197,16 @@ class Handle:
     def volumes(self) -> "Volumes":
         """PersistentVolumeClaims, PersistentVolumes and StorageClasses, from their informers (read-only here)."""
         return self._cache.volumes
+
+    @property
+    def attachments(self) -> "Attachments":
+        """Attachable volumes per node and CSI driver, CSINodes and VolumeAttachments (read-only here)."""
+        return self._cache.attachments
+
+    @property
+    def disks(self) -> "DiskIndex":
+        """The inline disks (GCE PD, EBS, RBD, iSCSI) placed pods use, per node (read-only here)."""
+        return self._cache.disks
 
     @property
     def gangs(self) -> "GangIndex":

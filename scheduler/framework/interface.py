@@ -123,6 +123,8 @@ class Resource:
     PVC = "PersistentVolumeClaim"
     PV = "PersistentVolume"
     STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    VOLUME_ATTACHMENT = "VolumeAttachment"
     POD_GROUP = "PodGroup"
     WILDCARD = "*"
 

@@ -43,10 +43,14 @@ from scheduler.model.podgroup import (
     POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, POD_GROUP_SCHEDULED, PodGroup,
     could_run, gang_members_present, gang_waiting_message, parse_pod_group,
 )
+from scheduler.model.csi import (
+    IN_TREE_PLUGINS, MIGRATABLE_PLUGINS, MIGRATED_PLUGINS_ANNOTATION, CSINode, VolumeAttachment, in_tree_driver,
+    parse_csinode, parse_volume_attachment,
+)
 from scheduler.model.storage import (
     ANN_BIND_COMPLETED, ANN_STORAGE_CLASS, BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER, MULTI_ZONE_DELIMITER,
     PV_TOPOLOGY_LABELS, PersistentVolume, PersistentVolumeClaim, StorageClass, parse_pv, parse_pvc,
-    parse_storage_class, pvc_volume_claims, uses_pvc_volume_claim,
+    parse_storage_class, pvc_volume_claims, uses_pvc_volume_claim, volume_refs,
 )
 from scheduler.model.policy import (
     PodDisruptionBudget, parse_pdb,
@@ -69,5 +73,6 @@ __all__ = [
     "gang_waiting_message", "parse_pod_group", "ANN_BIND_COMPLETED", "ANN_STORAGE_CLASS", "BINDING_IMMEDIATE",
     "BINDING_WAIT_FOR_FIRST_CONSUMER", "MULTI_ZONE_DELIMITER", "PV_TOPOLOGY_LABELS", "PersistentVolume",
     "PersistentVolumeClaim", "StorageClass", "parse_pv", "parse_pvc", "parse_storage_class", "pvc_volume_claims",
-    "uses_pvc_volume_claim", "PodDisruptionBudget", "parse_pdb", "parse_time",
+    "uses_pvc_volume_claim", "IN_TREE_PLUGINS", "MIGRATED_PLUGINS_ANNOTATION", "CSINode", "VolumeAttachment",
+    "in_tree_driver", "parse_csinode", "parse_volume_attachment", "MIGRATABLE_PLUGINS", "volume_refs", "PodDisruptionBudget", "parse_pdb", "parse_time",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.model.csi import in_tree_volume
 from scheduler.model.fields import _d, _l, _Problems, _s, _str_map, parse_time
 from scheduler.model.node import _EFFECTS, Taint
 from scheduler.model.quantity import (
@@ -94,9 +95,11 @@ class Pod:
     pvcs: tuple[str, ...] = ()
     ephemeral_pvcs: tuple[str, ...] = ()
     resource_claims: tuple[str, ...] = ()   # spec.resourceClaims[].name: dynamic resource allocation's claims
-    # (volume name, source) of its inline volumes VolumeRestrictions would check for disk conflicts
-    # (gcePersistentDisk, awsElasticBlockStore, rbd, iscsi)
-    conflict_disks: tuple[tuple[str, str], ...] = ()
+    # VolumeRestrictions' disk conflicts: one (disk key, read-only, read-only mounts may share) per disk its
+    # inline gcePersistentDisk, awsElasticBlockStore, rbd (one key per Ceph monitor) and iscsi volumes use
+    disks: tuple[tuple[str, bool, bool], ...] = ()
+    # NodeVolumeLimits: (in-tree plugin, handle) of its inline volumes that CSI migration counts (model/csi.py)
+    inline_attach: tuple[tuple[str, str], ...] = ()
     pod_group: str = ""
     # spec.schedulingGroup.podGroupName: the scheduling.k8s.io/v1alpha2 PodGroup the pod belongs to
     # (None: no spec.schedulingGroup; "" when it names none); tandem refuses such pods for now
@@ -292,6 +295,28 @@ def _tolerations(v: Any, probs: _Problems) -> tuple[Toleration, ...]:
 CONFLICT_DISK_SOURCES = ("gcePersistentDisk", "awsElasticBlockStore", "rbd", "iscsi")
 
 
+def _disk_keys(v: dict[str, Any]) -> list[tuple[str, bool, bool]]:
+    """isVolumeConflict's identities of an inline volume: a GCE disk by pdName, an EBS volume by volumeID (never
+    shared, even read-only), an iSCSI volume by IQN, an RBD image by each Ceph monitor with pool and image
+    (monitors overlap: any one in common). Read-only mounts of the same GCE disk, IQN or RBD image may share."""
+    out: list[tuple[str, bool, bool]] = []
+    for src in CONFLICT_DISK_SOURCES:
+        d = v.get(src)
+        if not isinstance(d, dict):
+            continue
+        ro = d.get("readOnly") is True
+        if src == "gcePersistentDisk":
+            out.append((f"gce\0{d.get('pdName', '')}", ro, True))
+        elif src == "awsElasticBlockStore":
+            out.append((f"ebs\0{d.get('volumeID', '')}", ro, False))
+        elif src == "iscsi":
+            out.append((f"iscsi\0{d.get('iqn', '')}", ro, True))
+        else:
+            for mon in dict.fromkeys(m for m in _l(d.get("monitors")) if isinstance(m, str)):
+                out.append((f"rbd\0{mon}\0{d.get('pool', '')}\0{d.get('image', '')}", ro, True))
+    return out
+
+
 def parse_pod(obj: dict[str, Any]) -> Pod:
     meta = _d(obj.get("metadata"))
     spec = _d(obj.get("spec"))
@@ -324,9 +349,13 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
                    for o in map(_d, _l(meta.get("ownerReferences"))))
     pvcs: list[str] = []
     ephemeral: list[str] = []
-    disks: list[tuple[str, str]] = []
+    disks: list[tuple[str, bool, bool]] = []
+    inline_attach: list[tuple[str, str]] = []
     for v in map(_d, _l(spec.get("volumes"))):
-        disks.extend((str(v.get("name", "")), src) for src in CONFLICT_DISK_SOURCES if v.get(src) is not None)
+        disks.extend(_disk_keys(v))
+        attach = in_tree_volume(v)
+        if attach is not None:
+            inline_attach.append(attach)
         if v.get("persistentVolumeClaim"):
             pvcs.append(str(_d(v.get("persistentVolumeClaim")).get("claimName", "")))
         elif v.get("ephemeral"):
@@ -384,7 +413,8 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         pvcs=tuple(pvcs),
         ephemeral_pvcs=tuple(ephemeral),
         resource_claims=tuple(str(_d(c).get("name", "")) for c in _l(spec.get("resourceClaims"))),
-        conflict_disks=tuple(disks),
+        disks=tuple(disks),
+        inline_attach=tuple(inline_attach),
         pod_group=labels.get(POD_GROUP_LABEL) or annotations.get(POD_GROUP_ANNOTATION) or "",
         scheduling_group=None if spec.get("schedulingGroup") is None else _s(
             _d(spec["schedulingGroup"]).get("podGroupName"), "spec.schedulingGroup.podGroupName", probs),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scheduler.model.csi import in_tree_volume
 from scheduler.model.fields import _d, _l
 from scheduler.model.pod import Pod
 
@@ -50,12 +51,18 @@ class PersistentVolume:
     # its zone and region labels (VolumeZone's getPVTopologies): (label key, the zones it lists), in
     # PV_TOPOLOGY_LABELS order; a value that is not a "__"-separated list of non-empty zones is left out
     topologies: tuple[tuple[str, frozenset[str]], ...] = ()
+    # what NodeVolumeLimits counts it as: spec.csi's driver and volumeHandle, or a migratable in-tree source's
+    # (plugin, handle) (scheduler/model/csi.py)
+    csi_driver: str = ""
+    csi_handle: str = ""
+    in_tree: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class StorageClass:
     name: str
     binding_mode: str = BINDING_IMMEDIATE     # volumeBindingMode (the API defaults it to Immediate)
+    provisioner: str = ""
 
 
 def parse_pvc(obj: dict[str, Any]) -> PersistentVolumeClaim:
@@ -92,12 +99,16 @@ def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
             zones = _label_zones(value)
             if zones:
                 topologies.append((key, zones))
+    csi = _d(spec.get("csi"))
+    zone = labels.get(PV_TOPOLOGY_LABELS[2]) or labels.get(PV_TOPOLOGY_LABELS[0])
     return PersistentVolume(
         name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         node_affinity_terms=(tuple(_l(terms)) if required is not None else None),
         phase=status.get("phase") if isinstance(status.get("phase"), str) else "",
-        topologies=tuple(topologies))
+        topologies=tuple(topologies),
+        csi_driver=str(csi.get("driver") or ""), csi_handle=str(csi.get("volumeHandle") or ""),
+        in_tree=None if csi else in_tree_volume(spec, zone if isinstance(zone, str) else ""))
 
 
 def _label_zones(value: str) -> frozenset[str]:
@@ -109,7 +120,8 @@ def _label_zones(value: str) -> frozenset[str]:
 def parse_storage_class(obj: dict[str, Any]) -> StorageClass:
     mode = obj.get("volumeBindingMode")
     return StorageClass(name=str(_d(obj.get("metadata")).get("name", "")),
-                        binding_mode=mode if isinstance(mode, str) and mode else BINDING_IMMEDIATE)
+                        binding_mode=mode if isinstance(mode, str) and mode else BINDING_IMMEDIATE,
+                        provisioner=str(obj.get("provisioner") or ""))
 
 
 def pvc_volume_claims(pod: Pod) -> list[str]:
@@ -123,3 +135,12 @@ def uses_pvc_volume_claim(pod: Pod, claim: Any) -> bool:
     """Is ``claim`` (a PersistentVolumeClaim) the claim of one of the pod's persistentVolumeClaim volumes?"""
     return isinstance(claim, PersistentVolumeClaim) and claim.namespace == pod.namespace \
         and claim.name in pvc_volume_claims(pod)
+
+
+def volume_refs(pod: Pod) -> list[tuple[str, ...]]:
+    """The volumes of ``pod`` NodeVolumeLimits may count, as references that stay valid while claims bind:
+    ("claim", "ns/name") for its claims (generic ephemeral ones included), ("inline", plugin, handle) for its
+    migratable inline volumes."""
+    refs: list[tuple[str, ...]] = [("claim", f"{pod.namespace}/{name}") for name in pod.pvcs]
+    refs.extend(("inline", plugin, handle) for plugin, handle in pod.inline_attach)
+    return refs

@@ -26,6 +26,8 @@ from typing import Iterator
 from scheduler.framework.nodetable import NodeTable, PodTable
 from scheduler.framework.podcounts import PodCounts
 from scheduler.model import Node, Pod, pvc_volume_claims
+from scheduler.state.attach import Attachments
+from scheduler.state.disks import DiskIndex
 from scheduler.state.gangs import GangIndex
 from scheduler.state.nominations import Nominations
 from scheduler.state.volumes import Volumes
@@ -56,12 +58,17 @@ class Cache:
         # "ns/claim" -> placed pods whose persistentVolumeClaim volumes use it (upstream's PVCRefCounts,
         # IsPVCUsedByPods), for VolumeRestrictions' ReadWriteOncePod check
         self.claim_users: dict[str, int] = {}
+        # attachable volumes per node and CSI driver, CSINodes and VolumeAttachments (NodeVolumeLimits), and the
+        # inline disks placed pods use per node (VolumeRestrictions' disk conflicts)
+        self.attachments = Attachments(self.nodes, self.volumes)
+        self.disks = DiskIndex()
 
     # ------------------------------------------------------------------ nodes
 
     def add_node(self, node: Node) -> None:
         self.nodes.set_node(node)
         self.by_node.setdefault(node.name, {})
+        self.attachments.refresh(node.name)   # its row may be new (or reused): write its volume columns
 
     update_node = add_node
 
@@ -69,9 +76,12 @@ class Cache:
         # Pods still on the node keep their charge on a placeholder row until they go,
         # as upstream keeps a NodeInfo without a Node while pods reference it.
         keep = bool(self.by_node.get(name))
+        row = self.nodes.row(name)
         self.nodes.clear_node(name, keep_row=keep)
         if not keep:
             self.by_node.pop(name, None)
+            if row is not None:
+                self.attachments.clear_row(row)   # a freed row may be reused by another node
 
     def node(self, name: str) -> Node | None:
         row = self.nodes.row(name)
@@ -87,6 +97,10 @@ class Cache:
         self.pod_table.add(pod, row)
         self.by_node.setdefault(node, {})[pod.uid] = pod
         self._count_claims(pod, 1)
+        if pod.disks:
+            self.disks.place(pod, node)
+        if pod.pvcs or pod.inline_attach:
+            self.attachments.place(pod, node)
         if pod.pod_group:
             self.gangs._place(pod, node)
 
@@ -107,6 +121,10 @@ class Cache:
         if st.pod.pod_group:
             self.gangs._unplace(st.pod)
         self._count_claims(st.pod, -1)
+        if st.pod.disks:
+            self.disks.unplace(st.pod, st.node)
+        if st.pod.pvcs or st.pod.inline_attach:
+            self.attachments.unplace(st.pod, st.node)
         self.pod_table.remove(uid)
         row = self.nodes.row(st.node)
         if row is not None:
@@ -118,6 +136,7 @@ class Cache:
             if not on_node and row is not None and self.nodes.node(row) is None:
                 # the node left earlier and its last pod just went: drop the placeholder row
                 self.nodes.clear_node(st.node, keep_row=False)
+                self.attachments.clear_row(row)
                 del self.by_node[st.node]
         return st
 

@@ -10,8 +10,8 @@ event requeues it); a volume's node affinity keeps the pod on the nodes it
 names; and a profile that disables the volume plugins places the pod as upstream
 would without the plugins. A volume labelled with a zone (VolumeZone) keeps
 the pod in that zone. A ReadWriteOncePod claim serves one pod at a time, and
-an inline disk whose conflicts tandem does not check is refused by name
-(VolumeRestrictions).
+an inline disk one pod per node (VolumeRestrictions). A node takes as many CSI
+volumes as its CSINode allows (NodeVolumeLimits).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from bench.simcluster.resources import lookup
+from bench.simcluster.volumes import ATTACH_LIMIT, PROVISIONER
 from tests.integration.test_scheduler import (
     PODS, BASE_CONFIG, NS, bound, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
 )
@@ -129,10 +130,11 @@ async def test_a_profile_that_disables_volume_binding_does_not_evaluate_claims(t
     cfg = parse_config({**BASE_CONFIG, "profiles": [
         {"schedulerName": "tandem-scheduler"},
         {"schedulerName": "tandem-no-volumes",
-         # VolumeZone and VolumeRestrictions read the claims too (a missing one is unresolvable there as
-         # well), as upstream
+         # VolumeZone, VolumeRestrictions and NodeVolumeLimits read the claims too (a missing one is
+         # unresolvable there as well), as upstream
          "plugins": {"multiPoint": {"disabled": [{"name": "VolumeBinding"}, {"name": "VolumeZone"},
-                                                 {"name": "VolumeRestrictions"}]}}}]}, "<test>")
+                                                 {"name": "VolumeRestrictions"}, {"name": "NodeVolumeLimits"}]}}}]},
+        "<test>")
     async with running(tmp_path, [make_node("node-0")], cfg) as env:
         env.create_pod(pod_with_claim("checked", "missing"))
         env.create_pod(pod_with_claim("unchecked", "missing", scheduler="tandem-no-volumes"))
@@ -161,9 +163,52 @@ async def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(tmp_path):
         await bound(env, "second")
 
 
-async def test_an_inline_disk_whose_conflicts_tandem_does_not_check_is_refused_by_name(tmp_path):
-    async with running(tmp_path, [make_node("node-0")]) as env:
-        env.create_pod(make_pod("legacy", volumes=[{"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}]))
-        c = await unschedulable(env, "legacy")
-        assert 'volume "disk" (awsElasticBlockStore) may conflict' in c["message"], c
-        assert "tandem does not check inline disk conflicts yet" in c["message"], c
+async def test_the_same_inline_disk_is_used_by_one_pod_per_node(tmp_path):
+    ebs = [{"name": "disk", "awsElasticBlockStore": {"volumeID": "vol-1"}}]
+    async with running(tmp_path, [make_node("node-0"), make_node("node-1")]) as env:
+        env.create_pod(make_pod("first", volumes=ebs))
+        env.create_pod(make_pod("second", volumes=ebs))
+        where = await bound(env, "first", "second")
+        assert set(where.values()) == {"node-0", "node-1"}, where
+        env.create_pod(make_pod("third", volumes=ebs))
+        c = await unschedulable(env, "third")
+        assert c["message"] == ("0/2 nodes are available: 2 node(s) had no available disk. preemption: 0/2 nodes "
+                                "are available: 2 No preemption victims found for incoming pod.."), c
+        env.store.delete(PODS, NS, "first", grace=0)   # the disk's user goes: the deletion requeues the pod
+        assert (await bound(env, "third"))["third"] == where["first"]
+
+
+def csi_pv(name: str) -> dict[str, Any]:
+    """A volume of the simulated cluster's CSI driver, for its PV controller to bind to a claim."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "csi": {"driver": PROVISIONER, "volumeHandle": name}, "persistentVolumeReclaimPolicy": "Retain"}}
+
+
+async def test_a_node_takes_as_many_csi_volumes_as_its_csinode_allows(tmp_path):
+    """The node's CSINode (its kubelet's registration of the driver) allows 2 volumes: two pods with one volume
+    each bind, the third waits with upstream's reason and binds once a volume's pod is gone."""
+    node = make_node("node-0")
+    node["metadata"]["annotations"] = {ATTACH_LIMIT: "2"}
+    async with running(tmp_path, [node]) as env:
+        for i in range(3):   # the PV controller binds each claim to one of the volumes (Immediate, no class)
+            env.store.create(PVS, "", csi_pv(f"pv-{i}"))
+            env.store.create(PVCS, NS, pvc(f"data-{i}", storage_class=""))
+
+        def ready() -> bool:
+            cache = env.app.scheduler.cache if env.app.scheduler is not None else None
+            claims = [cache.volumes.claim(NS, f"data-{i}") for i in range(3)] if cache is not None else [None]
+            return "node-0" in cache.attachments.csinodes and all(c is not None and c.bound for c in claims)
+
+        await eventually(ready, 10, "the CSINode and the bound claims to be seen")
+        env.create_pod(pod_with_claim("p0", "data-0"))
+        env.create_pod(pod_with_claim("p1", "data-1"))
+        await bound(env, "p0", "p1")
+        env.create_pod(pod_with_claim("p2", "data-2"))
+        c = await unschedulable(env, "p2")
+        assert c["message"] == ("0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 "
+                                "nodes are available: 1 No preemption victims found for incoming pod.."), c
+        env.create_pod(pod_with_claim("p0-again", "data-0"))   # a volume already there takes no new slot
+        await bound(env, "p0-again")
+        env.store.delete(PODS, NS, "p1", grace=0)   # a pod with a volume goes: the deletion requeues p2
+        await bound(env, "p2")

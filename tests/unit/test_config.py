@@ -157,10 +157,11 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
     assert p.plugins["queueSort"] == ["PrioritySort"]
     assert p.plugins["preEnqueue"][0] == "SchedulingGates"
     assert p.plugins["bind"] == ["DefaultBinder"]
-    assert "NodeVolumeLimits" not in {n for names in p.plugins.values() for n in names}
+    assert [n for n, _ in UPSTREAM_DEFAULT_PLUGINS if n not in REGISTRY] == [], "every upstream default is here"
     pre_filter = p.plugins["preFilter"]
-    assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:3] == ["VolumeRestrictions", "VolumeBinding",
-                                                                         "VolumeZone"]
+    assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:4] == ["VolumeRestrictions", "NodeVolumeLimits",
+                                                                         "VolumeBinding", "VolumeZone"]
+    assert p.plugins["filter"].index("NodeVolumeLimits") == p.plugins["filter"].index("VolumeRestrictions") + 1
     assert p.plugins["filter"].index("VolumeZone") == p.plugins["filter"].index("VolumeBinding") + 1
 
 
@@ -258,7 +259,7 @@ PLUGIN_CASES = [
                                     "disabled": [{"name": "NodeVolumeLimits"}, {"name": "PodTopologySpread"}]}}},
         {"score": None},
         {"TestFilterScore": 7},
-        id="disabling defaults tandem lacks is accepted and extra multiPoint plugins are appended"),
+        id="disabling defaults is accepted and extra multiPoint plugins are appended"),
     pytest.param(
         {"plugins": {"multiPoint": {"enabled": [{"name": "DefaultBinder"}, {"name": "TestBinder"}]}}},
         {"bind": ["DefaultBinder", "TestBinder"]},
@@ -369,10 +370,6 @@ ERROR_CASES = [
     pytest.param(one({"plugins": {"score": {"enabled": [{"name": "NoSuchPlugin"}]}}}),
                  "profiles[0].plugins.score.enabled[0].name: unknown plugin 'NoSuchPlugin'",
                  id="an unknown plugin is refused"),
-    pytest.param(one({"plugins": {"multiPoint": {"enabled": [{"name": "NodeVolumeLimits"}]}}}),
-                 "profiles[0].plugins.multiPoint.enabled[0].name: unknown plugin 'NodeVolumeLimits' "
-                 "(a kube-scheduler plugin tandem does not implement yet)",
-                 id="enabling an upstream plugin tandem lacks is refused"),
     pytest.param(one({"plugins": {"filter": {"enabled": [{"name": "EBSLimits"}]}}}),
                  "unknown plugin 'EBSLimits' (removed in kubescheduler.config.k8s.io/v1",
                  id="a plugin removed from v1 is refused"),

@@ -263,3 +263,39 @@ async def test_a_deleted_pod_group_rejects_its_members_waiting_at_permit_at_once
     # they wait for their PodGroup, and come back with it
     for n in gang:
         assert s.frameworks[SCHED].pre_enqueue(s.pods[f"uid-{n}"]).message() == "PodGroup default/g not found"
+
+
+def test_csinodes_attachments_and_claims_binding_keep_the_attach_counts_and_requeue_pods_over_the_limit() -> None:
+    s = scheduler()
+    driver = "ebs.csi.aws.com"
+    csinode = {"metadata": {"name": "n1"}, "spec": {"drivers": [{"name": driver, "allocatable": {"count": 1}}]}}
+    s.on_csinode_add(csinode)
+    s.on_storage_class_add({"metadata": {"name": "gp3"}, "provisioner": driver})
+    s.on_pvc_add({"metadata": {"name": "held", "namespace": "default"}, "spec": {"storageClassName": "gp3"}})
+    holder = _claim_pod("holder", "held")
+    holder["spec"]["nodeName"] = "n1"
+    s.on_pod_add(holder)
+    att, row = s.cache.attachments, s.cache.nodes.row("n1")
+    assert att.limit[row, att.drivers[driver]] == 1 and att.used[row, att.drivers[driver]] == 1, \
+        "an unbound claim of a placed pod counts under its class's provisioner"
+    # the claim binds: it is its volume now, counted once with the attachment of that volume
+    s.on_pv_add({"metadata": {"name": "pv"}, "spec": {"csi": {"driver": driver, "volumeHandle": "vol-1"}}})
+    s.on_pvc_update({}, {"metadata": {"name": "held", "namespace": "default"},
+                         "spec": {"storageClassName": "gp3", "volumeName": "pv"}})
+    va = {"metadata": {"name": "va"}, "spec": {"nodeName": "n1", "attacher": driver,
+                                               "source": {"persistentVolumeName": "pv"}}}
+    s.on_volume_attachment_add(va)
+    assert att.where == {f"{driver}/vol-1": {"n1"}} and att.used[row, att.drivers[driver]] == 1
+    s.on_pod_add(_claim_pod("p", "held"))
+    qi = s.queue.infos["uid-p"]
+    s.queue._set_where("uid-p", "inflight")
+    qi.unschedulable_plugins = {"NodeVolumeLimits"}
+    s.queue.requeue_failed(qi, unschedulable=True)
+    csinode["spec"]["drivers"][0]["allocatable"]["count"] = 0
+    s.on_csinode_update({}, csinode)
+    assert s.queue.where["uid-p"] == "unschedulable", "a count that shrank helps nobody"
+    s.on_volume_attachment_delete(va)
+    assert s.queue.where["uid-p"] in ("active", "backoff"), "the detached volume is the pod's claim's"
+    s.on_pod_delete(holder)
+    s.on_csinode_delete(csinode)
+    assert att.used[row].sum() == 0 and att.limit[row].max() == -1 and not att.csinodes and not att.attachments

@@ -374,12 +374,13 @@ def test_rbac_grants_the_configured_leader_election_lease() -> None:
 # tandem's plugins need of them, so that the role documents them (see the comment in rbac.yaml)
 OWN_ROLE_READS = [Call(group, resource, verb)
                   for group, resource in (("", "services"), ("", "replicationcontrollers"), ("", "namespaces"),
-                                          ("apps", "replicasets"), ("apps", "statefulsets"))
+                                          ("apps", "replicasets"), ("apps", "statefulsets"),
+                                          ("storage.k8s.io", "csinodes"), ("storage.k8s.io", "volumeattachments"))
                   for verb in ("get", "list", "watch")]
 
 
 @pytest.mark.parametrize("call", OWN_ROLE_READS, ids=str)
-def test_tandems_own_role_grants_the_spreading_and_affinity_reads(call: Call) -> None:
+def test_tandems_own_role_grants_the_spreading_affinity_and_volume_limit_reads(call: Call) -> None:
     assert _allows([(None, r) for r in _one("ClusterRole", "tandem-scheduler")["rules"]], call), \
         f"the tandem-scheduler ClusterRole may not {call}"
 

@@ -1,0 +1,343 @@
+"""Attachable volumes per node and per CSI driver, for NodeVolumeLimits.
+
+Upstream's Filter (nodevolumelimits/csi.go) walks, for every node, the
+node's pods and their volumes, resolves each to ``<driver>/<volumeHandle>``
+and counts the unique ones per driver, adds the node's VolumeAttachments
+whose volume no pod there uses, and compares with the CSINode's
+``allocatable.count``. Here that count is kept per node as columns aligned
+with the node table's rows (``limit``: -1 where the node's CSINode sets no
+count for the driver; ``used``: the node's unique volumes of the driver), and
+``where`` names the nodes whose pods use each volume, so that a cycle only
+resolves the new pod's few volumes and does array work over the rows.
+
+What a volume counts as (:meth:`Attachments.resolve_claim`): a claim bound to
+a CSI PersistentVolume is ``<spec.csi.driver>/<volumeHandle>``; a migratable
+in-tree volume (a PV's or a pod's inline source, scheduler/model/csi.py)
+counts under its CSI driver on nodes whose CSINode lists the plugin as
+migrated (isCSIMigrationOn); a claim without a volume counts under its
+StorageClass's provisioner, once per claim; a claim without a class, a
+missing claim of a placed pod, and non-attachable sources are not counted,
+as upstream. Since what a claim counts as changes when it binds, placed pods
+are kept by their volume references (claims, inline disks) and a node's
+counts are recomputed from them when a claim, PersistentVolume, StorageClass,
+CSINode or VolumeAttachment it depends on changes: O(the node's volumes).
+
+Kept by the cache (state/cache.py) from pod placements and by the informer
+handlers (eventhandlers.py); plugins read it through ``Handle.attachments`` and
+never mutate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scheduler.model import (
+    MIGRATABLE_PLUGINS, CSINode, PersistentVolumeClaim, Pod, VolumeAttachment, in_tree_driver, volume_refs,
+)
+
+if TYPE_CHECKING:
+    from scheduler.framework.nodetable import NodeTable
+    from scheduler.state.volumes import Volumes
+
+# the handle of a claim without a volume (upstream: a random prefix, then "<namespace>/<claim>")
+UNBOUND_HANDLE = "<unbound>"
+PLUGINS = MIGRATABLE_PLUGINS   # the columns of ``migrated``
+
+# a pod's reference to a volume (model.volume_refs): ("claim", "ns/name") or ("inline", plugin, handle)
+Ref = tuple[str, ...]
+# what a volume counts as: (unique name "<driver>/<handle>", driver, in-tree plugin or "")
+Resolved = tuple[str, str, str]
+
+
+class Attachments:
+    """CSINodes, VolumeAttachments, and the attachable volumes placed pods use, per node (see the module doc)."""
+
+    def __init__(self, nodes: "NodeTable", volumes: "Volumes") -> None:
+        self._nodes = nodes
+        self._volumes = volumes
+        self.csinodes: dict[str, CSINode] = {}
+        self.attachments: dict[str, VolumeAttachment] = {}
+        self._va_on: dict[str, set[str]] = {}             # node -> VolumeAttachment names
+        self._va_of_pv: dict[str, set[str]] = {}          # PV name -> VolumeAttachment names
+        self._refs: dict[str, dict[Ref, int]] = {}        # node -> volume reference -> placed pods using it there
+        self._claim_nodes: dict[str, dict[str, int]] = {}  # "ns/claim" of placed pods -> node -> uses
+        self._claim_pv: dict[str, str] = {}               # such a claim -> the PV it named when last seen
+        self._pv_claims: dict[str, set[str]] = {}
+        self.counted: dict[str, set[str]] = {}            # node -> the unique volumes its pods use
+        self.where: dict[str, set[str]] = {}              # unique volume -> nodes whose pods use it
+        self.drivers: dict[str, int] = {}                 # driver -> column
+        cap = nodes.cap
+        self.limit = np.full((cap, 0), -1, dtype=np.int64)   # [cap, drivers]: allocatable.count, -1 none
+        self.used = np.zeros((cap, 0), dtype=np.int64)       # [cap, drivers]: unique volumes there
+        self.migrated = np.zeros((cap, len(PLUGINS)), dtype=bool)   # [cap, PLUGINS]: the CSINode migrated it
+
+    # ------------------------------------------------------------------ what a volume counts as
+
+    def resolve_claim(self, pvc: PersistentVolumeClaim) -> Resolved | None:
+        """getCSIDriverInfo: the bound PV's CSI source (or its migrated in-tree one); without a PV, the class's
+        provisioner (getCSIDriverInfoFromSC); None when it does not count."""
+        if pvc.volume_name:
+            pv = self._volumes.volumes.get(pvc.volume_name)
+            if pv is not None:
+                if pv.csi_driver:
+                    return (f"{pv.csi_driver}/{pv.csi_handle}", pv.csi_driver, "") if pv.csi_handle else None
+                return self.resolve_inline(*pv.in_tree) if pv.in_tree else None
+            # a PV not seen (deleted, or pre-bound and not created yet): counted by its class, as upstream
+        if not pvc.storage_class:
+            return None   # no class: it binds at once, so it is bound before it is scheduled
+        sc = self._volumes.classes.get(pvc.storage_class)
+        if sc is None or not sc.provisioner:
+            return None
+        handle = f"{UNBOUND_HANDLE}{pvc.namespace}/{pvc.name}"
+        driver = in_tree_driver(sc.provisioner)
+        if driver:
+            return f"{driver}/{handle}", driver, sc.provisioner
+        return f"{sc.provisioner}/{handle}", sc.provisioner, ""
+
+    @staticmethod
+    def resolve_inline(plugin: str, handle: str) -> Resolved:
+        driver = in_tree_driver(plugin)
+        return f"{driver}/{handle}", driver, plugin
+
+    def _resolve(self, ref: Ref) -> Resolved | None:
+        if ref[0] == "inline":
+            return self.resolve_inline(ref[1], ref[2])
+        ns, _, name = ref[1].partition("/")
+        pvc = self._volumes.claim(ns, name)
+        return None if pvc is None else self.resolve_claim(pvc)
+
+    def _resolve_va(self, va: VolumeAttachment) -> str | None:
+        """getNodeVolumeAttachmentInfo: ``<attacher>/<the PV's volumeHandle>`` for a CSI PV; None otherwise."""
+        if not va.attacher or not va.pv_name:
+            return None
+        pv = self._volumes.volumes.get(va.pv_name)
+        if pv is None or not pv.csi_driver:
+            return None
+        return f"{va.attacher}/{pv.csi_handle}"
+
+    # ------------------------------------------------------------------ per-node views
+
+    def migrated_on(self, node: str) -> frozenset[str]:
+        cn = self.csinodes.get(node)
+        return cn.migrated if cn is not None else frozenset()
+
+    def node_counts(self, node: str, delta: Mapping[Ref, int] | None = None) -> tuple[dict[str, int], set[str]]:
+        """Per driver, the unique volumes on ``node`` (its pods' and its VolumeAttachments'), and the unique
+        volumes its pods use; with ``delta`` (references added or taken away: a preemption dry run's) applied.
+        O(the node's volumes): for the few rows a dry run changed, never for every node."""
+        refs = dict(self._refs.get(node, {}))
+        for ref, n in (delta or {}).items():
+            refs[ref] = refs.get(ref, 0) + n
+        mig = self.migrated_on(node)
+        counted: dict[str, str] = {}
+        for ref, n in refs.items():
+            if n > 0:
+                r = self._resolve(ref)
+                if r is not None and (not r[2] or r[2] in mig):
+                    counted[r[0]] = r[1]
+        total = dict(counted)
+        for name in self._va_on.get(node, ()):
+            u = self._resolve_va(self.attachments[name])
+            if u is not None:
+                total.setdefault(u, self.attachments[name].attacher)
+        per_driver: dict[str, int] = {}
+        for d in total.values():
+            per_driver[d] = per_driver.get(d, 0) + 1
+        return per_driver, set(counted)
+
+    def limits_on(self, node: str) -> dict[str, int]:
+        cn = self.csinodes.get(node)
+        return dict(cn.limits) if cn is not None else {}
+
+    def columns(self, drivers: Iterable[str]) -> np.ndarray:
+        """The columns of ``drivers`` (-1 for a driver no CSINode or volume named yet: no limit anywhere)."""
+        self._fit()
+        return np.array([self.drivers.get(d, -1) for d in drivers], dtype=np.int64)
+
+    def rows_using(self, unique: str) -> list[int]:
+        """The rows whose pods use ``unique`` (few: a volume is attached to one node, or a handful)."""
+        rows = []
+        for node in self.where.get(unique, ()):
+            r = self._nodes.row(node)
+            if r is not None:
+                rows.append(r)
+        return rows
+
+    # ------------------------------------------------------------------ upkeep
+
+    def _col(self, driver: str) -> int:
+        c = self.drivers.get(driver)
+        if c is None:
+            c = self.drivers[driver] = len(self.drivers)
+            self.limit = np.hstack([self.limit, np.full((self.limit.shape[0], 1), -1, dtype=np.int64)])
+            self.used = np.hstack([self.used, np.zeros((self.used.shape[0], 1), dtype=np.int64)])
+        return c
+
+    def _fit(self) -> None:
+        """Grow the columns' rows with the node table's capacity."""
+        cap, have = self._nodes.cap, self.limit.shape[0]
+        if cap > have:
+            extra = cap - have
+            self.limit = np.vstack([self.limit, np.full((extra, self.limit.shape[1]), -1, dtype=np.int64)])
+            self.used = np.vstack([self.used, np.zeros((extra, self.used.shape[1]), dtype=np.int64)])
+            self.migrated = np.vstack([self.migrated, np.zeros((extra, len(PLUGINS)), dtype=bool)])
+
+    def refresh(self, node: str) -> None:
+        """Recompute ``node``'s counts, its row and ``where`` from what it holds now."""
+        per_driver, counted = self.node_counts(node)
+        old = self.counted.get(node, set())
+        new = counted
+        for u in old - new:
+            s = self.where.get(u)
+            if s is not None:
+                s.discard(node)
+                if not s:
+                    del self.where[u]
+        for u in new - old:
+            self.where.setdefault(u, set()).add(node)
+        if new:
+            self.counted[node] = new
+        else:
+            self.counted.pop(node, None)
+        row = self._nodes.row(node)
+        if row is None:
+            return   # kept by name; the row is written when the node arrives (Cache.add_node)
+        limits = self.limits_on(node)
+        for d in (*limits, *per_driver):
+            self._col(d)
+        self._fit()
+        self.limit[row] = -1
+        for d, n in limits.items():
+            self.limit[row, self.drivers[d]] = n
+        self.used[row] = 0
+        for d, n in per_driver.items():
+            self.used[row, self.drivers[d]] = n
+        mig = self.migrated_on(node)
+        self.migrated[row] = [p in mig for p in PLUGINS]
+
+    def clear_row(self, row: int) -> None:
+        """The node table freed ``row``: no limit, nothing used, until a node takes it (:meth:`refresh`)."""
+        if row < self.limit.shape[0]:
+            self.limit[row] = -1
+            self.used[row] = 0
+            self.migrated[row] = False
+
+    def place(self, pod: Pod, node: str) -> None:
+        refs = volume_refs(pod)
+        if not refs:
+            return
+        on = self._refs.setdefault(node, {})
+        for ref in refs:
+            on[ref] = on.get(ref, 0) + 1
+            if ref[0] == "claim":
+                users = self._claim_nodes.setdefault(ref[1], {})
+                if not users:
+                    self._track_claim(ref[1])
+                users[node] = users.get(node, 0) + 1
+        self.refresh(node)
+
+    def unplace(self, pod: Pod, node: str) -> None:
+        refs = volume_refs(pod)
+        on = self._refs.get(node)
+        if not refs or on is None:
+            return
+        for ref in refs:
+            n = on.get(ref, 0) - 1
+            if n > 0:
+                on[ref] = n
+            else:
+                on.pop(ref, None)
+            if ref[0] == "claim":
+                users = self._claim_nodes.get(ref[1], {})
+                m = users.get(node, 0) - 1
+                if m > 0:
+                    users[node] = m
+                else:
+                    users.pop(node, None)
+                if not users:
+                    self._claim_nodes.pop(ref[1], None)
+                    self._untrack_claim(ref[1])
+        if not on:
+            del self._refs[node]
+        self.refresh(node)
+
+    def _track_claim(self, key: str) -> None:
+        ns, _, name = key.partition("/")
+        pvc = self._volumes.claim(ns, name)
+        if pvc is not None and pvc.volume_name:
+            self._claim_pv[key] = pvc.volume_name
+            self._pv_claims.setdefault(pvc.volume_name, set()).add(key)
+
+    def _untrack_claim(self, key: str) -> None:
+        pv = self._claim_pv.pop(key, None)
+        if pv is not None:
+            s = self._pv_claims.get(pv)
+            if s is not None:
+                s.discard(key)
+                if not s:
+                    del self._pv_claims[pv]
+
+    def claim_changed(self, key: str) -> None:
+        """A PersistentVolumeClaim was added, changed (bound) or deleted: recount the nodes whose pods use it."""
+        users = self._claim_nodes.get(key)
+        if not users:
+            return
+        self._untrack_claim(key)
+        self._track_claim(key)
+        for node in list(users):
+            self.refresh(node)
+
+    def volume_changed(self, name: str) -> None:
+        """A PersistentVolume was added, changed or deleted: recount the nodes of its claims and attachments."""
+        nodes = {n for key in self._pv_claims.get(name, ()) for n in self._claim_nodes.get(key, {})}
+        nodes.update(self.attachments[va].node for va in self._va_of_pv.get(name, ()))
+        for node in nodes:
+            self.refresh(node)
+
+    def class_changed(self, name: str) -> None:
+        """A StorageClass was added or deleted: recount the nodes of placed pods' claims of that class (rare)."""
+        nodes: set[str] = set()
+        for key, users in self._claim_nodes.items():
+            ns, _, claim = key.partition("/")
+            pvc = self._volumes.claim(ns, claim)
+            if pvc is not None and pvc.storage_class == name:
+                nodes.update(users)
+        for node in nodes:
+            self.refresh(node)
+
+    def set_csinode(self, cn: CSINode) -> None:
+        self.csinodes[cn.name] = cn
+        self.refresh(cn.name)
+
+    def remove_csinode(self, name: str) -> None:
+        if self.csinodes.pop(name, None) is not None:
+            self.refresh(name)
+
+    def set_attachment(self, va: VolumeAttachment) -> None:
+        old = self.attachments.get(va.name)
+        if old is not None:
+            self._drop_attachment(old)
+        self.attachments[va.name] = va
+        self._va_on.setdefault(va.node, set()).add(va.name)
+        if va.pv_name:
+            self._va_of_pv.setdefault(va.pv_name, set()).add(va.name)
+        if old is not None and old.node != va.node:
+            self.refresh(old.node)
+        self.refresh(va.node)
+
+    def remove_attachment(self, name: str) -> None:
+        va = self.attachments.pop(name, None)
+        if va is not None:
+            self._drop_attachment(va)
+            self.refresh(va.node)
+
+    def _drop_attachment(self, va: VolumeAttachment) -> None:
+        for index, key in ((self._va_on, va.node), (self._va_of_pv, va.pv_name)):
+            s = index.get(key)
+            if s is not None:
+                s.discard(va.name)
+                if not s:
+                    del index[key]
