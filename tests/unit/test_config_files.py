@@ -108,6 +108,8 @@ def test_pipelines_file_is_the_default_profile_with_node_colocation_first_at_fil
     assert p.weights == d.weights
     args = p.plugin_args["NodeColocation"]
     assert (args.mode, args.run_label) == ("pipelineruns", "tekton.dev/pipelineRun")
+    bench = load_config(str(CONFIG / "benchmark-pipelines.yaml")).profiles[0]   # the same profile, for tandem-bench
+    assert (bench.plugins, bench.weights, bench.plugin_args["NodeColocation"]) == (p.plugins, p.weights, args)
 
 
 def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_sort() -> None:
