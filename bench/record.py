@@ -27,6 +27,9 @@ class Recorder:
     pods: dict[str, PodTimes] = field(default_factory=dict)          # "ns/name" -> times
     windows: list[tuple[float, float | None]] = field(default_factory=list)  # collecting intervals
     scheduler_name: str = ""
+    # API writes a workload's own driver made, by verb ("create", "status", "delete"); createPipelineRuns
+    # counts them so that runs made with and without placeholder pods can be compared
+    writes: dict[str, int] = field(default_factory=dict)
 
     @property
     def collecting(self) -> bool:

@@ -64,9 +64,10 @@ import orjson
 
 from bench.record import Recorder
 from bench.target import Target
+from bench.pipelines import create_pipeline_runs
 from bench.workload import (POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny,
-                            CreateNamespaces, CreateNodes, CreatePodGroups, CreatePods, DeletePods, Op, Sleep,
-                            StartCollectingMetrics, StopCollectingMetrics, Workload)
+                            CreateNamespaces, CreateNodes, CreatePipelineRuns, CreatePodGroups, CreatePods,
+                            DeletePods, Op, Sleep, StartCollectingMetrics, StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
 
 log = logging.getLogger("tandem.bench.runner")
@@ -281,6 +282,7 @@ class _Run:
             CreatePods: self.create_pods, CreatePodGroups: self.create_pod_groups, CreateAny: self.create_any,
             Churn: self.churn, DeletePods: self.delete_pods, Barrier: self.barrier, Sleep: self.sleep,
             StartCollectingMetrics: self.start_collecting, StopCollectingMetrics: self.stop_collecting,
+            CreatePipelineRuns: self.create_pipeline_runs,
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -717,6 +719,9 @@ class _Run:
         await self._create_pods_and_wait(op, ns, pods, make, measured, not op.skip_wait, op.timeout)
         if started:
             self.recorder.stop_collecting(time.time())
+
+    async def create_pipeline_runs(self, op: CreatePipelineRuns) -> None:
+        await create_pipeline_runs(self, op)   # bench/pipelines.py: stage by stage, as Tekton makes the pods
 
     async def churn(self, op: Churn) -> None:
         if any(t.get("kind") == "Pod" for t in op.templates):

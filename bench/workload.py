@@ -31,7 +31,8 @@ churn, deletePods, barrier, sleep, startCollectingMetrics and
 stopCollectingMetrics (with upstream's field names, and createNodes' node
 label strategies ``labelNodePrepareStrategy`` and ``uniqueNodeLabelStrategy``),
 plus tandem's createPodGroups (gangs: a ``scheduling.x-k8s.io/v1alpha1``
-PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``).
+PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``)
+and createPipelineRuns (Tekton PipelineRuns' pods, stage by stage; bench/pipelines.py).
 createAny creates ``count`` objects of any kind from a template (a Service, a
 ReplicaSet), like upstream's but without its text/template expansion.
 Extensions to upstream fields: createNodes takes ``zones``, ``labels``,
@@ -163,6 +164,25 @@ class CreatePodGroups(Op):
 
 
 @dataclass(frozen=True, slots=True)
+class CreatePipelineRuns(Op):
+    """Tekton PipelineRuns as their pods: run i has min_tasks + i % (max_tasks - min_tasks + 1) tasks, in stages
+    of tasks_per_stage; a stage's pods are created once the previous stage's pods are bound and marked
+    Succeeded (the op plays Tekton's controller and the kubelet). With affinity_assistant, each run is made
+    Tekton's affinity-assistant way: a placeholder pod first, and required pod affinity from every task to it."""
+
+    OPCODE: ClassVar[str] = "createPipelineRuns"
+    count: int = 0                                  # runs
+    min_tasks: int = 2
+    max_tasks: int = 6
+    tasks_per_stage: int = 2
+    namespace: str = ""
+    template: dict[str, Any] = field(default_factory=dict)
+    affinity_assistant: bool = False
+    collect_metrics: bool = False
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Churn(Op):
     OPCODE: ClassVar[str] = "churn"
     mode: str = "create"                            # create | recreate
@@ -246,6 +266,9 @@ _FIELDS: dict[str, frozenset[str]] = {
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
                                   "skipWaitToCompletion", "timeout"}),
+    "createPipelineRuns": frozenset({*_COUNT, "minTasks", "maxTasks", "tasksPerStage", "namespace",
+                                     "podTemplatePath", "podTemplate", "affinityAssistant", "collectMetrics",
+                                     "timeout"}),
     "churn": frozenset({"mode", "number", "intervalMilliseconds", "namespace", "templatePaths", "templates"}),
     "deletePods": frozenset({"namespace", "labelSelector", "deletePodsPerSecond", "skipWaitToCompletion",
                              "whenBound", "holdSeconds", "timeout"}),
@@ -621,6 +644,18 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
         return op
+    if opcode == "createPipelineRuns":
+        tmpl = f.template("podTemplatePath", "podTemplate", ("Pod",), default_pod)
+        if tmpl is None:
+            raise fail("no podTemplatePath or podTemplate, and the test case has no defaultPodTemplatePath")
+        lo, hi = f.integer("minTasks", 2, 1), f.integer("maxTasks", 6, 1)
+        if params is not None and lo > hi:
+            raise fail(f"field minTasks: {lo} is more than maxTasks {hi}")
+        return CreatePipelineRuns(index, count=f.count(), min_tasks=lo, max_tasks=hi,
+                                  tasks_per_stage=f.integer("tasksPerStage", 2, 1),
+                                  namespace=f.text("namespace", default_ns), template=tmpl,
+                                  affinity_assistant=f.flag("affinityAssistant"),
+                                  collect_metrics=f.flag("collectMetrics"), timeout=f.duration("timeout"))
     if opcode == "churn":
         mode = f.text("mode")
         if mode not in ("create", "recreate") and params is not None:

@@ -88,6 +88,8 @@ class EventHandlers:
                 self.cache.add_pod(pod)
                 self.queue.delete(pod.uid)  # bound by someone: not ours to schedule any more
                 self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd"), None, pod)
+            else:
+                self.cache.finish_pod(pod)   # charged nowhere; its run keeps its node (state/runs.py)
         elif pod.scheduler_name in self.frameworks and not pod.deleting:
             self.queue.add(pod, pod.scheduler_name)
 
@@ -95,8 +97,9 @@ class EventHandlers:
         pod, old = self._store_pod(obj)
         if pod.node_name:
             if pod.terminal:
-                # finished pods free their node (the informer's assigned-and-not-terminal filter)
-                self.cache.remove_pod(pod)
+                # finished pods free their node (the informer's assigned-and-not-terminal filter); the run
+                # index keeps them until they are deleted
+                self.cache.finish_pod(pod)
                 self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
                 return
             was_cached = self.cache.where(pod.uid) is not None
@@ -131,7 +134,8 @@ class EventHandlers:
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)
-        if self.cache.where(pod.uid) is not None:
+        # a finished pod of a pipeline run still held its run's node: its deletion may free the run to move
+        if self.cache.where(pod.uid) is not None or self.cache.runs.is_finished_member(pod.uid):
             self.cache.remove_pod(pod)
             self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
 

@@ -4,7 +4,7 @@ Plugins import only ``scheduler.framework``, ``scheduler.model`` and numpy
 (docs/architecture.md, enforced by tests/unit/test_boundaries.py);
 everything else they need arrives through the Handle given to their
 constructor: read-only views of the cache (node table, pods per node, the
-placed-pods table, nominations, the gang index, the PersistentVolumeClaims,
+placed-pods table, nominations, the gang index, the run index, the PersistentVolumeClaims,
 PersistentVolumes and StorageClasses, the attachable volumes per node and the
 inline disks placed pods use), the one clock (now, timers, sleeps),
 the API client (binders, preemption), the event recorder, the pods the
@@ -24,7 +24,8 @@ framework.Handle) and NewFramework receives the shared pieces as options.
 
 The only writes a plugin makes to scheduling state go through the methods
 below that say they mutate (:meth:`assume`, :meth:`forget`, :meth:`lift`,
-:meth:`restore`: gang preemption's what-if plan). The client, the recorder
+:meth:`restore`: gang preemption's what-if plan; :meth:`follow_run_label`,
+NodeColocation's choice of run label, at construction). The client, the recorder
 and the executor are typed by the protocols here, the part of each that the
 plugins and the framework use, so the framework names no core module for them.
 Tests build one with only what the plugin under test uses.
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from scheduler.state.disks import DiskIndex
     from scheduler.state.gangs import GangIndex
     from scheduler.state.nominations import Nominations
+    from scheduler.state.runs import RunIndex
     from scheduler.state.spreadselectors import SpreadSelectors
     from scheduler.state.volumes import Volumes
 
@@ -214,6 +216,12 @@ class Handle:
         return self._cache.gangs
 
     @property
+    def runs(self) -> "RunIndex":
+        """Pipeline runs and shared workspace claims -> the node each holds, finished pods included (read-only
+        here; :meth:`follow_run_label` chooses the label)."""
+        return self._cache.runs
+
+    @property
     def pod_table(self) -> "PodTable":
         """The placed pods as columns (preemption's dry runs; read-only here)."""
         return self._cache.pod_table
@@ -236,6 +244,10 @@ class Handle:
     def pods_on(self, node: str) -> Iterator["Pod"]:
         """The pods bound or assumed to ``node``."""
         return self._cache.pods_on(node)
+
+    def follow_run_label(self, label: str) -> None:
+        """Mutates: make the run index group pods by ``label`` (NodeColocation's constructor; idempotent)."""
+        self._cache.follow_run_label(label)
 
     # ------------------------------------------------------------------ what-if changes (they mutate the cache)
 

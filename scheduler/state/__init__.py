@@ -6,6 +6,7 @@
 * ``nominations``: pods nominated to a node, and what they add to a cycle's Filter;
 * ``gangs``: the one gang index (PodGroups, their pods, their members on nodes);
 * ``volumes``: PersistentVolumeClaims, PersistentVolumes, StorageClasses;
+* ``runs``: pipeline runs (and shared workspace claims) and the node each holds, finished pods included;
 * ``spreadselectors``: the Services' and controllers' selectors, for PodTopologySpread's system defaults.
 
 Nothing is re-exported here: each importer names the module it uses.

@@ -9,8 +9,9 @@ the PodGroup status controller all read that one index. It also owns
 :class:`~scheduler.framework.podcounts.PodCounts` (``counts``): per-node counts of
 placed pods by selector and the placed pods' own affinity terms, which
 InterPodAffinity and PodTopologySpread read instead of walking pods, the
-volumes (:mod:`scheduler.state.volumes`) and the nominations
-(:mod:`scheduler.state.nominations`). It is the owner that applies informer
+volumes (:mod:`scheduler.state.volumes`), the nominations
+(:mod:`scheduler.state.nominations`) and the run index (:mod:`scheduler.state.runs`: pipeline runs and the
+node each holds; finished pods leave the node table but stay there until deleted). It is the owner that applies informer
 events to them all. Assume adds a pod's
 requests to its row before the bind is confirmed; forget takes them back.
 Everything here is synchronous and runs on the event loop: the scheduling
@@ -30,6 +31,7 @@ from scheduler.state.attach import Attachments
 from scheduler.state.disks import DiskIndex
 from scheduler.state.gangs import GangIndex
 from scheduler.state.nominations import Nominations
+from scheduler.state.runs import RunIndex
 from scheduler.state.volumes import Volumes
 
 log = logging.getLogger("tandem.cache")
@@ -62,6 +64,8 @@ class Cache:
         # inline disks placed pods use per node (VolumeRestrictions' disk conflicts)
         self.attachments = Attachments(self.nodes, self.volumes)
         self.disks = DiskIndex()
+        # pipeline runs -> the node each holds, finished pods included (NodeColocation; state/runs.py)
+        self.runs = RunIndex()
 
     # ------------------------------------------------------------------ nodes
 
@@ -101,6 +105,8 @@ class Cache:
             self.disks.place(pod, node)
         if pod.pvcs or pod.inline_attach:
             self.attachments.place(pod, node)
+        if self.runs.labels:
+            self.runs.place(pod, node, row)
         if pod.pod_group:
             self.gangs._place(pod, node)
 
@@ -142,8 +148,11 @@ class Cache:
 
     def add_pod(self, pod: Pod) -> None:
         """A pod the API says is bound (any scheduler's). Confirms an assumed pod."""
-        if not pod.node_name or pod.terminal:
+        if not pod.node_name:
             self.remove_pod(pod)
+            return
+        if pod.terminal:
+            self.finish_pod(pod)
             return
         st = self.pods.get(pod.uid)
         if st is not None:
@@ -165,6 +174,9 @@ class Cache:
                 st.assumed = False
                 self.by_node[st.node][pod.uid] = pod
                 self.pod_table.update(pod)
+                if self.runs.labels:   # its run label may have changed
+                    row = self.nodes.row(st.node)
+                    self.runs.place(pod, st.node, -1 if row is None else row)
                 return
             if st.assumed and st.node != pod.node_name:
                 log.warning("pod %s was assumed on %s but is bound to %s", pod.key, st.node, pod.node_name)
@@ -174,6 +186,17 @@ class Cache:
     update_pod = add_pod
 
     def remove_pod(self, pod: Pod) -> None:
+        """The pod was deleted, or is not bound: it leaves its node and the run index."""
+        if self.runs.members:
+            self.runs.remove(pod.uid)
+        self._discharge(pod.uid)
+
+    def finish_pod(self, pod: Pod) -> None:
+        """A bound pod Succeeded or Failed: its node's resources are free (kube-scheduler's informer drops such
+        pods), but the run index keeps its run and node until the pod is deleted (a finished TaskRun pod still
+        holds its PipelineRun's node)."""
+        if self.runs.labels and pod.node_name:
+            self.runs.finish(pod, pod.node_name)
         self._discharge(pod.uid)
 
     def assume(self, pod: Pod, node: str) -> None:
@@ -185,6 +208,8 @@ class Cache:
         """Take back an assumed pod's charge (the bind failed or was rejected)."""
         st = self.pods.get(pod.uid)
         if st is not None and st.assumed:
+            if self.runs.members:
+                self.runs.remove(pod.uid)
             self._discharge(pod.uid)
 
     def lift(self, uid: str) -> PodState | None:
@@ -204,6 +229,20 @@ class Cache:
     def where(self, uid: str) -> str | None:
         st = self.pods.get(uid)
         return None if st is None else st.node
+
+    # ------------------------------------------------------------------ pipeline runs
+
+    def follow_run_label(self, label: str) -> None:
+        """Group pods into runs by ``label`` in the run index (NodeColocation's constructor, through the Handle).
+
+        Pods already placed are indexed now; finished pods are known only from the informer events that
+        follow, which is why the plugins are built before the informers start.
+        """
+        if self.runs.follow(label):
+            for st in self.pods.values():
+                row = self.nodes.row(st.node)
+                if row is not None:
+                    self.runs.place(st.pod, st.node, row)
 
     # ------------------------------------------------------------------ namespaces
 

@@ -28,7 +28,8 @@ from bench.record import Recorder
 from bench.runner import TERMINATION_SECONDS, RunError, run_workload
 from bench.simcluster import errors as sim_errors
 from bench.target import TargetError, open_target, start_scheduler
-from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePodGroups, CreatePods, DeletePods,
+from bench.pipelines import stages
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
@@ -45,11 +46,13 @@ def expected_measured(workload) -> int:
             n += op.count
         elif isinstance(op, CreatePodGroups) and op.collect_metrics:
             n += op.count * op.pods_per_group
+        elif isinstance(op, CreatePipelineRuns) and op.collect_metrics:
+            n += sum(len(tasks) for i in range(op.count) for tasks in stages(op, i))
     return n
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 21 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
+    assert len(SMOKE) == 23 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
 @pytest.mark.parametrize("name", SMOKE)

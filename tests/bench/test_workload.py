@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePodGroups,
-                            CreatePods, DeletePods, Sleep, WorkloadError, find_workload, load_workloads, parse_duration)
+from bench.pipelines import stages
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePipelineRuns,
+                            CreatePodGroups, CreatePods, DeletePods, Sleep, WorkloadError, find_workload,
+                            load_workloads, parse_duration)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
@@ -42,6 +44,8 @@ def measured_pods(w) -> int:
             n += op.count
         if isinstance(op, CreatePodGroups) and op.collect_metrics:
             n += op.count * op.pods_per_group
+        if isinstance(op, CreatePipelineRuns) and op.collect_metrics:
+            n += sum(len(tasks) for i in range(op.count) for tasks in stages(op, i))
     return n
 
 
@@ -522,3 +526,30 @@ def test_relative_paths_are_shown_as_typed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(WorkloadError, match=re.escape("bad.yaml: T op 1 (createPodz)")):
         load_workloads(Path("bad.yaml"))
+
+
+def test_create_pipeline_runs_reads_its_fields_and_splits_runs_into_stages(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text(textwrap.dedent("""
+        - name: Runs
+          workloadTemplate:
+          - opcode: createPipelineRuns
+            countParam: $runs
+            minTasks: 2
+            maxTasks: 5
+            tasksPerStage: 2
+            affinityAssistant: true
+            podTemplate: {apiVersion: v1, kind: Pod, spec: {containers: [{name: c, image: pause}]}}
+            collectMetrics: true
+          workloads:
+          - name: Few
+            params: {runs: 4}
+    """))
+    (w,) = load_workloads(path)
+    (op,) = w.ops
+    assert isinstance(op, CreatePipelineRuns) and op.affinity_assistant and op.namespace == "namespace-0"
+    assert [stages(op, i) for i in range(op.count)] == [[[0, 1]], [[0, 1], [2]], [[0, 1], [2, 3]],
+                                                         [[0, 1], [2, 3], [4]]]
+    path.write_text(path.read_text().replace("minTasks: 2", "minTasks: 6"))
+    with pytest.raises(WorkloadError, match=r"op 0 \(createPipelineRuns\): field minTasks: 6 is more than maxTasks 5"):
+        load_workloads(path)

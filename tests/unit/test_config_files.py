@@ -98,6 +98,20 @@ def test_benchmark_file_is_the_default_profile_at_scheduler_perf_client_limits()
     assert bench.profiles[0].weights == default.profiles[0].weights
 
 
+def test_pipelines_file_is_the_default_profile_with_node_colocation_first_at_filter_and_post_filter() -> None:
+    pipes, default = _load("pipelines.yaml"), load_config(None)
+    (p,), (d,) = pipes.profiles, default.profiles
+    assert p.plugins["filter"][0] == "NodeColocation" and p.plugins["postFilter"][0] == "NodeColocation"
+    assert "NodeColocation" in p.plugins["preFilter"]
+    for point, names in d.plugins.items():
+        assert [n for n in p.plugins[point] if n != "NodeColocation"] == names, point
+    assert p.weights == d.weights
+    args = p.plugin_args["NodeColocation"]
+    assert (args.mode, args.run_label) == ("pipelineruns", "tekton.dev/pipelineRun")
+    bench = load_config(str(CONFIG / "benchmark-pipelines.yaml")).profiles[0]   # the same profile, for tandem-bench
+    assert (bench.plugins, bench.weights, bench.plugin_args["NodeColocation"]) == (p.plugins, p.weights, args)
+
+
 def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_sort() -> None:
     gang, default = _load("gang.yaml"), load_config(None)
     (g,), (d,) = gang.profiles, default.profiles

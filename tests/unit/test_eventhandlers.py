@@ -23,6 +23,7 @@ from scheduler.scheduler import Scheduler
 SCHED = "tandem-scheduler"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 GANG_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gang.yaml"
+PIPELINES_CONFIG = Path(__file__).resolve().parents[2] / "config" / "pipelines.yaml"
 A = ActionType
 
 BASE = Node(name="n1", labels={"zone": "a"}, annotations={"note": "x"}, allocatable={"cpu": 4000}, ready=True)
@@ -210,6 +211,37 @@ def test_a_resize_down_finishing_on_a_bound_pod_wakes_the_pods_waiting_for_room(
     s.on_pod_update(_resizing_pod("big", "3"), _resizing_pod("big", "1"))
     assert s.cache.pods["uid-big"].pod.requests["cpu"] == 1000
     assert s.queue.where["uid-waiting"] in ("active", "backoff"), "the resize down is a scale-down event"
+
+
+def _run_pod(name: str, node: str = "", phase: str = "Running") -> dict[str, Any]:
+    obj = pod(name, node=node)
+    obj["metadata"]["labels"]["tekton.dev/pipelineRun"] = "run-1"
+    obj["status"]["phase"] = phase
+    return obj
+
+
+def test_a_finished_pipeline_pod_frees_its_node_but_its_run_keeps_the_node_until_it_is_deleted() -> None:
+    cfg = parse_config(yaml.safe_load(PIPELINES_CONFIG.read_text()), str(PIPELINES_CONFIG))
+    s = Scheduler(cfg, NoAPI(), clock=Clock())
+    s.on_node_add({"metadata": {"name": "n1", "uid": "n1"},
+                   "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}})
+    run = ("run", "tekton.dev/pipelineRun", "default", "run-1")
+    s.on_pod_add(_run_pod("t1", node="n1"))
+    s.on_pod_update(_run_pod("t1", node="n1"), _run_pod("t1", node="n1", phase="Succeeded"))
+    assert s.cache.where("uid-t1") is None, "a finished pod is charged nowhere"
+    assert s.cache.runs.holder(run).node == "n1"
+    s.on_pod_add(_run_pod("t0", node="n1", phase="Failed"))   # listed already finished (a restart)
+    assert s.cache.runs.is_finished_member("uid-t0")
+    waiting = _run_pod("t2", phase="Pending")
+    s.on_pod_add(waiting)
+    qi = s.queue.infos["uid-t2"]
+    s.queue._set_where("uid-t2", "inflight")
+    qi.unschedulable_plugins = {"NodeColocation"}
+    s.queue.requeue_failed(qi, unschedulable=True)
+    s.on_pod_delete(_run_pod("t1", node="n1", phase="Succeeded"))
+    assert s.queue.where["uid-t2"] in ("active", "backoff"), "a finished pod of its run deleted: it may move"
+    s.on_pod_delete(_run_pod("t0", node="n1", phase="Failed"))
+    assert s.cache.runs.holder(run) is None, "deleted: the run holds nothing"
 
 
 # ---------------------------------------------------------------------------- PodGroup deletion
