@@ -123,6 +123,9 @@ class Resource:
     PVC = "PersistentVolumeClaim"
     PV = "PersistentVolume"
     STORAGE_CLASS = "StorageClass"
+    CSI_NODE = "CSINode"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     POD_GROUP = "PodGroup"
     WILDCARD = "*"
 
