@@ -21,12 +21,13 @@ import yaml
 from bench.simcluster.agent import AgentConfig, parse_seconds
 from bench.simcluster.cluster import DEFAULT_NODE_TEMPLATE, SimCluster
 from bench.simcluster.faults import FaultRule, Faults
+from bench.simcluster.volumes import PROVISIONER, VolumeConfig
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.simcluster",
-                                description="A kube-apiserver stand-in with simulated nodes, a kubelet stand-in "
-                                            "and a disruption controller.")
+                                description="A kube-apiserver stand-in with simulated nodes, a kubelet stand-in, "
+                                            "a disruption controller and the volume controllers.")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 picks a free one)")
     p.add_argument("--nodes", type=int, default=0, help="nodes to create from the template")
     p.add_argument("--zones", type=int, default=3, help="spread nodes over this many zones (label topology.kubernetes.io/zone)")
@@ -37,6 +38,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     p.add_argument("--no-agent", action="store_true",
                    help="do not run the node agent nor the disruption controller (pods stay Pending after binding)")
+    p.add_argument("--no-volume-controllers", action="store_true",
+                   help="do not run the PV controller nor the test provisioner (claims stay Pending, no CSINodes)")
+    p.add_argument("--csi-attach-limit", type=int, default=None, metavar="COUNT",
+                   help=f"allocatable.count of the {PROVISIONER} driver in every CSINode (default: no limit; "
+                        "per node: annotation simcluster.tandem.dev/csi-attach-limit)")
     p.add_argument("--ready-delay", type=float, default=1.0, help="seconds from bind to Running and Ready")
     p.add_argument("--run-time", type=float, default=0.0, help="seconds a running pod runs before it Succeeds (0: forever)")
     p.add_argument("--termination-delay", type=termination_delay, default=AgentConfig().termination_delay,
@@ -62,6 +68,11 @@ def termination_delay(text: str) -> float | None:
     return seconds
 
 
+def volume_config(args: argparse.Namespace) -> VolumeConfig | None:
+    """The volume controllers the flags ask for; None: none run."""
+    return None if args.no_volume_controllers else VolumeConfig(attach_limit=args.csi_attach_limit)
+
+
 def load_template(path: Path) -> dict:
     text = path.read_text()
     try:
@@ -80,9 +91,10 @@ async def serve(args: argparse.Namespace) -> None:
         raise SystemExit(str(exc))
     agent = None if args.no_agent else AgentConfig(ready_delay=args.ready_delay, run_time=args.run_time,
                                                    termination_delay=args.termination_delay)
+    volumes = volume_config(args)
     template = load_template(args.node_template) if args.node_template else DEFAULT_NODE_TEMPLATE
     cluster = SimCluster(nodes=args.nodes, zones=args.zones, port=args.port, node_template=template, agent=agent,
-                         faults=faults, watch_window=args.watch_window, bookmark_interval=args.bookmark_interval,
+                         faults=faults, volumes=volumes, watch_window=args.watch_window, bookmark_interval=args.bookmark_interval,
                          kubeconfig=args.kubeconfig_out)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -28,6 +28,9 @@ from bench.simcluster.faults import Faults
 from bench.simcluster.resources import lookup
 from bench.simcluster.server import APIServer
 from bench.simcluster.store import Store
+from bench.simcluster.volumes import (
+    PersistentVolumeController, TestProvisioner, VolumeConfig, register_driver, register_node,
+)
 
 NODES = lookup("", "v1", "nodes")
 
@@ -88,7 +91,9 @@ class SimCluster:
     """API server + nodes + node agent + disruption controller. An async context manager.
 
     The disruption controller (PodDisruptionBudget status) runs with the node agent: ``agent=None``
-    leaves a bare API server, as scheduler_perf's, with neither.
+    leaves a bare API server, as scheduler_perf's, with neither. The volume controllers (the PV
+    controller, the test provisioner and its CSINodes; :mod:`bench.simcluster.volumes`) have their own
+    switch: ``volumes=None`` leaves them out.
     """
 
     nodes: int = 0
@@ -98,6 +103,7 @@ class SimCluster:
     node_template: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_NODE_TEMPLATE))
     agent: AgentConfig | None = field(default_factory=AgentConfig)  # None: no kubelet stand-in, no controllers
     faults: Faults = field(default_factory=Faults)
+    volumes: VolumeConfig | None = field(default_factory=VolumeConfig)  # None: no volume controllers
     watch_window: int = 20_000
     bookmark_interval: float = 60.0
     kubeconfig: str | os.PathLike[str] | None = None
@@ -107,6 +113,8 @@ class SimCluster:
         self.server = APIServer(self.store, self.faults, bookmark_interval=self.bookmark_interval)
         self.node_agent: NodeAgent | None = None
         self.disruption_controller: DisruptionController | None = None
+        self.pv_controller: PersistentVolumeController | None = None
+        self.provisioner: TestProvisioner | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -126,12 +134,19 @@ class SimCluster:
         sock = site._server.sockets[0]  # type: ignore[union-attr]
         self.port = sock.getsockname()[1]
         self.url = f"http://{self.host}:{self.port}"
+        if self.volumes is not None:
+            register_driver(self.store)  # before anything a caller writes, as a cluster's drivers are
         self.add_nodes(self.nodes)
         if self.agent is not None:
             self.node_agent = NodeAgent(self.store, self.agent)
             self.node_agent.start()
             self.disruption_controller = DisruptionController(self.store, tick=self.agent.tick)
             self.disruption_controller.start()
+        if self.volumes is not None:
+            self.pv_controller = PersistentVolumeController(self.store, tick=self.volumes.tick)
+            self.pv_controller.start()
+            self.provisioner = TestProvisioner(self.store, self.volumes)
+            self.provisioner.start()
         if self.kubeconfig:
             write_kubeconfig(self.kubeconfig, self.url)
 
@@ -142,6 +157,10 @@ class SimCluster:
         if self.disruption_controller is not None:
             await self.disruption_controller.stop()
             self.disruption_controller = None
+        for loop in (self.pv_controller, self.provisioner):
+            if loop is not None:
+                await loop.stop()
+        self.pv_controller = self.provisioner = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -154,6 +173,8 @@ class SimCluster:
         for i in range(first, first + count):
             entry = self.store.create(NODES, "", node_object(tmpl, i, self.zones))
             names.append(entry.key[1])
+            if self.volumes is not None:  # its kubelet registers the driver (the provisioner does for API nodes)
+                register_node(self.store, entry.key[1], self.volumes.attach_limit)
         return names
 
     def write_kubeconfig(self, path: str | os.PathLike[str]) -> Path:

@@ -688,6 +688,63 @@ def default_namespace(ns: dict[str, Any]) -> None:
         labels[NAMESPACE_NAME_LABEL] = name
 
 
+def default_persistent_volume(pv: dict[str, Any]) -> None:
+    # SetDefaults_PersistentVolume and SetDefaults_HostPathVolumeSource
+    spec = _spec(pv)
+    if spec is None:
+        return
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+    host_path = spec.get("hostPath")
+    if isinstance(host_path, dict):
+        host_path.setdefault("type", "")
+
+
+def default_persistent_volume_claim(pvc: dict[str, Any]) -> None:
+    # SetDefaults_PersistentVolumeClaimSpec
+    spec = _spec(pvc)
+    if spec is not None:
+        spec.setdefault("volumeMode", "Filesystem")
+
+
+def default_storage_class(sc: dict[str, Any]) -> None:
+    # storage/v1 SetDefaults_StorageClass
+    sc.setdefault("reclaimPolicy", "Delete")
+    sc.setdefault("volumeBindingMode", "Immediate")
+
+
+PV_PROTECTION = "kubernetes.io/pv-protection"
+PVC_PROTECTION = "kubernetes.io/pvc-protection"
+
+
+def admit_storage_object(kind: str, obj: dict[str, Any], now: str) -> None:
+    """A created volume or claim: the StorageObjectInUseProtection admission plugin's finalizer, and a
+    volume's first phase transition time (the persistentvolumes strategy's PrepareForCreate)."""
+    finalizer = PV_PROTECTION if kind == "PersistentVolume" else PVC_PROTECTION
+    meta = obj["metadata"]
+    finalizers = meta.get("finalizers")
+    if finalizers is None:
+        finalizers = meta["finalizers"] = []
+    if isinstance(finalizers, list) and finalizer not in finalizers:
+        finalizers.append(finalizer)
+    if kind == "PersistentVolume":
+        obj["status"]["lastPhaseTransitionTime"] = now
+
+
+def stamp_volume_phase_transition(old: dict[str, Any], new: dict[str, Any], now: str) -> None:
+    """The persistentvolumes/status strategy: a phase change moves lastPhaseTransitionTime to now unless
+    the writer set a new one; an unchanged phase keeps the stored time when the writer sent none."""
+    old_status, new_status = old.get("status") or {}, new.get("status")
+    if not isinstance(new_status, dict):
+        return
+    stamped, before = new_status.get("lastPhaseTransitionTime"), old_status.get("lastPhaseTransitionTime")
+    if old_status.get("phase") == new_status.get("phase"):
+        if stamped is None and before is not None:
+            new_status["lastPhaseTransitionTime"] = before
+    elif stamped is None or stamped == before:
+        new_status["lastPhaseTransitionTime"] = now
+
+
 def _spec(obj: dict[str, Any]) -> dict[str, Any] | None:
     # a missing spec is the zero struct, which defaulting fills in; a malformed one is validation's
     spec = obj.get("spec")
@@ -703,6 +760,9 @@ SCHEME_DEFAULTS: dict[tuple[str, str], Callable[[dict[str, Any]], None]] = {
     ("", "ReplicationController"): default_replication_controller,
     ("apps", "ReplicaSet"): default_replica_set,
     ("apps", "StatefulSet"): default_stateful_set,
+    ("", "PersistentVolume"): default_persistent_volume,
+    ("", "PersistentVolumeClaim"): default_persistent_volume_claim,
+    ("storage.k8s.io", "StorageClass"): default_storage_class,
 }
 
 # The status fields these kinds serialize without omitempty, at their zero value: what a create
@@ -712,6 +772,7 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("", "ReplicationController"): (("replicas", int),),
     ("apps", "ReplicaSet"): (("replicas", int),),
     ("apps", "StatefulSet"): (("replicas", int), ("availableReplicas", int)),
+    ("storage.k8s.io", "VolumeAttachment"): (("attached", bool),),
     ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
                                         ("desiredHealthy", int), ("expectedPods", int)),
 }

@@ -203,6 +203,15 @@ RESOURCES: tuple[ResourceType, ...] = (
                  subresources=("status",), generation=True, create_keeps_status=False),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, "storageclass",
                  ("sc",)),
+    # what a scheduler reads of a cluster's CSI drivers (VolumeBinding, NodeVolumeLimits); scopes and short
+    # names (none) as kube-apiserver 1.36 serves them. The stand-in's CSINodes come from
+    # bench.simcluster.volumes; VolumeAttachments are served, and nothing in the stand-in attaches.
+    ResourceType("storage.k8s.io", "v1", "csidrivers", "CSIDriver", False, "csidriver"),
+    ResourceType("storage.k8s.io", "v1", "csinodes", "CSINode", False, "csinode"),
+    ResourceType("storage.k8s.io", "v1", "csistoragecapacities", "CSIStorageCapacity", True,
+                 "csistoragecapacity"),
+    ResourceType("storage.k8s.io", "v1", "volumeattachments", "VolumeAttachment", False, "volumeattachment",
+                 subresources=("status",), create_keeps_status=False),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  "poddisruptionbudget", ("pdb",), subresources=("status",), generation=True,
                  create_keeps_status=False),

@@ -825,6 +825,7 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
+                defaults.admit_storage_object(rt.kind, obj, self.now())
         self._default(rt, obj)
         defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
@@ -857,6 +858,8 @@ class Store:
                 return defaults.validate_pod_status_update(old, new)
             defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
+        if rt.group == "" and rt.kind == "PersistentVolume" and subresource == "status":
+            defaults.stamp_volume_phase_transition(old, new, self.now())
         if rt.from_view is not None and rt.kind == "Event":
             return _validate_events_v1_update(old, new)
         return []

@@ -679,6 +679,57 @@ def _storage_class_cells(sc: dict[str, Any], now: float) -> list[Any]:
             _age(sc, now)]
 
 
+CSINODE_COLUMNS = (NAME, Column("Drivers", "integer", description="Drivers indicates the number of CSI drivers "
+                                                                   "registered on the node"), AGE)
+
+
+def _csinode_cells(csinode: dict[str, Any], now: float) -> list[Any]:
+    drivers = _get(csinode, "spec", "drivers")
+    return [_name(csinode), len(drivers) if isinstance(drivers, list) else 0, _age(csinode, now)]
+
+
+CSIDRIVER_COLUMNS = (
+    NAME,
+    Column("AttachRequired", "boolean", description="attachRequired indicates this CSI volume driver requires an "
+                                                    "attach operation."),
+    Column("PodInfoOnMount", "boolean", description="podInfoOnMount indicates this CSI volume driver requires "
+                                                    "additional pod information during mount operations."),
+    Column("StorageCapacity", "boolean", description="storageCapacity indicates that the CSI volume driver wants "
+                                                     "pod scheduling to consider the storage capacity."),
+    Column("TokenRequests", description="tokenRequests indicates the CSI driver needs pods' service account tokens "
+                                        "it is mounting volume for to do necessary authentication."),
+    Column("RequiresRepublish", "boolean", description="requiresRepublish indicates the CSI driver wants "
+                                                       "`NodePublishVolume` being periodically called."),
+    Column("Modes", description="volumeLifecycleModes defines what kind of volumes this CSI volume driver supports."),
+    AGE,
+)
+
+
+def _csidriver_cells(driver: dict[str, Any], now: float) -> list[Any]:
+    spec = _get(driver, "spec") or {}
+    audiences = [_str(t.get("audience")) for t in spec.get("tokenRequests") or () if isinstance(t, dict)]
+    modes = [_str(m) for m in spec.get("volumeLifecycleModes") or ()]
+    return [_name(driver), spec.get("attachRequired") is not False, spec.get("podInfoOnMount") is True,
+            spec.get("storageCapacity") is True, ",".join(audiences) if audiences else "<unset>",
+            spec.get("requiresRepublish") is True, ",".join(modes) if modes else "<none>", _age(driver, now)]
+
+
+VOLUME_ATTACHMENT_COLUMNS = (
+    NAME,
+    Column("Attacher", format="name", description="attacher indicates the name of the volume driver that MUST "
+                                                  "handle this request."),
+    Column("PV", description="persistentVolumeName represents the name of the persistent volume to attach."),
+    Column("Node", description="nodeName represents the node that the volume should be attached to."),
+    Column("Attached", "boolean", description="attached indicates the volume is successfully attached."),
+    AGE,
+)
+
+
+def _volume_attachment_cells(va: dict[str, Any], now: float) -> list[Any]:
+    return [_name(va), _str(_get(va, "spec", "attacher")), _str(_get(va, "spec", "source", "persistentVolumeName")),
+            _str(_get(va, "spec", "nodeName")), _get(va, "status", "attached") is True, _age(va, now)]
+
+
 # ---------------------------------------------------------------------------- policy, scheduling, coordination
 
 PDB_COLUMNS = (
@@ -879,6 +930,9 @@ BUILTIN: dict[tuple[str, str], Printer] = {
     ("", "persistentvolumes"): Printer(PV_COLUMNS, _pv_cells),
     ("", "persistentvolumeclaims"): Printer(PVC_COLUMNS, _pvc_cells),
     ("storage.k8s.io", "storageclasses"): Printer(STORAGE_CLASS_COLUMNS, _storage_class_cells),
+    ("storage.k8s.io", "csinodes"): Printer(CSINODE_COLUMNS, _csinode_cells),
+    ("storage.k8s.io", "csidrivers"): Printer(CSIDRIVER_COLUMNS, _csidriver_cells),
+    ("storage.k8s.io", "volumeattachments"): Printer(VOLUME_ATTACHMENT_COLUMNS, _volume_attachment_cells),
     ("policy", "poddisruptionbudgets"): Printer(PDB_COLUMNS, _pdb_cells),
     ("scheduling.k8s.io", "priorityclasses"): Printer(PRIORITY_CLASS_COLUMNS, _priority_class_cells),
     ("coordination.k8s.io", "leases"): Printer(LEASE_COLUMNS, _lease_cells),

@@ -221,3 +221,39 @@ async def test_get_services_and_controllers_wide_shows_upstreams_columns(target,
     header, row = await table("statefulsets")
     assert header == ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"]
     assert (row["READY"], row["CONTAINERS"]) == ("0/2", "app")
+
+
+async def test_get_the_csi_kinds_shows_upstreams_columns(target, tmp_path):
+    # cluster-scoped: names carry the namespace, and the rows are picked by name
+    names = {k: f"{target.ns}-{k}" for k in ("node", "driver", "va")}
+    bodies = {
+        "csinodes": {"metadata": {"name": names["node"]}, "spec": {"drivers": [
+            {"name": "a.example.com", "nodeID": "n"}, {"name": "b.example.com", "nodeID": "n"}]}},
+        "csidrivers": {"metadata": {"name": f"{names['driver']}.example.com"},
+                       "spec": {"attachRequired": False, "podInfoOnMount": True, "storageCapacity": True,
+                                "tokenRequests": [{"audience": "vault"}], "requiresRepublish": False,
+                                "volumeLifecycleModes": ["Persistent", "Ephemeral"]}},
+        "volumeattachments": {"metadata": {"name": names["va"]},
+                              "spec": {"attacher": "a.example.com", "nodeName": "n",
+                                       "source": {"persistentVolumeName": "pv-1"}}},
+    }
+    for plural, body in bodies.items():
+        r = await target.req("POST", f"/apis/storage.k8s.io/v1/{plural}", body)
+        assert r.status == 201, r.body
+
+    async def row(resource: str, name: str) -> tuple[list[str], dict[str, str]]:
+        text = await kubectl(target, tmp_path, "get", resource, name)
+        [got] = parse(text)
+        return [n for n, _ in columns(text.splitlines()[0])], got
+
+    header, got = await row("csinodes", names["node"])
+    assert (header, got["DRIVERS"]) == (["NAME", "DRIVERS", "AGE"], "2")
+    header, got = await row("csidrivers", f"{names['driver']}.example.com")
+    assert header == ["NAME", "ATTACHREQUIRED", "PODINFOONMOUNT", "STORAGECAPACITY", "TOKENREQUESTS",
+                      "REQUIRESREPUBLISH", "MODES", "AGE"]
+    assert [got[c] for c in header[1:-1]] == ["false", "true", "true", "vault", "false", "Persistent,Ephemeral"]
+    header, got = await row("volumeattachments", names["va"])
+    assert header == ["NAME", "ATTACHER", "PV", "NODE", "ATTACHED", "AGE"]
+    assert [got[c] for c in header[1:-1]] == ["a.example.com", "pv-1", "n", "false"]
+    for plural, body in bodies.items():
+        await target.req("DELETE", f"/apis/storage.k8s.io/v1/{plural}/{body['metadata']['name']}")

@@ -812,8 +812,8 @@ async def test_create_get_list_delete_round_trip(target, kind):
     r = await target.req("GET", f"{coll}/{name}")
     if r.status == 200:
         # the StorageObjectInUseProtection admission plugin puts kubernetes.io/pv(c)-protection on
-        # volumes and claims; without the controller that clears it, the delete waits
+        # volumes and claims; without the controller that clears it (the stand-in runs one), the delete waits
         assert r.body["metadata"]["deletionTimestamp"], r.body
         r = await target.req("PATCH", f"{coll}/{name}", {"metadata": {"finalizers": None}}, content_type=MERGE)
-        assert r.status == 200, r.body
+        assert r.status in (200, 404), r.body  # 404: the stand-in's protection controller got there first
     await assert_gone(target, f"{coll}/{name}")

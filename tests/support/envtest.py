@@ -628,3 +628,52 @@ async def real_apiserver(tmp: Path, *, crds: Sequence[Path] = (PODGROUP_CRD,),
 
         kubeconfig = write_kubeconfig(root / "kubeconfig", server=base_url, token=token, ca_file=ca_file)
         yield RealAPIServer(base_url=base_url, kubeconfig=kubeconfig, token=token, ca_file=ca_file)
+
+
+# --- kube-controller-manager, for the controllers a test checks the stand-in against ---------
+
+CONTROLLER_MANAGER = "kube-controller-manager"
+
+
+def controller_manager_skip_reason() -> str | None:
+    """None when ``KUBEBUILDER_ASSETS`` also holds kube-controller-manager; else why not."""
+    reason = skip_reason()
+    if reason is not None:
+        return reason
+    folder = assets_dir()
+    if folder is None or not _executable(folder / CONTROLLER_MANAGER):
+        return f"{ASSETS_ENV} has no executable {CONTROLLER_MANAGER} (the realk8s assets have one)"
+    return None
+
+
+@asynccontextmanager
+async def controller_manager(real: RealAPIServer, tmp: Path, controllers: Sequence[str],
+                             start_timeout: float = START_TIMEOUT) -> AsyncIterator[None]:
+    """Run kube-controller-manager against ``real`` with only ``controllers`` until the block exits.
+
+    Its serving port is a free loopback one, only so that ``/healthz`` says when it is up (the
+    default ``--authorization-always-allow-paths`` lets anyone read it); its log goes to
+    ``tmp/kcm/kube-controller-manager.log``. It is stopped, as the control plane is, whatever happens.
+    """
+    assets = assets_dir()
+    if assets is None or not _executable(assets / CONTROLLER_MANAGER):
+        raise EnvtestError(controller_manager_skip_reason() or f"no {CONTROLLER_MANAGER}")
+    logs = Path(tmp).resolve() / "kcm"
+    logs.mkdir(parents=True, exist_ok=False)
+    (port,) = _free_ports(1)
+    procs = [await _spawn(CONTROLLER_MANAGER, assets / CONTROLLER_MANAGER, [
+        f"--kubeconfig={real.kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
+        f"--secure-port={port}", f"--cert-dir={logs}", f"--controllers={','.join(controllers)}",
+        "--kube-api-qps=1000", "--kube-api-burst=2000"], logs)]
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+            async def healthy() -> tuple[bool, str]:
+                async with session.get(f"https://127.0.0.1:{port}/healthz", ssl=False) as resp:
+                    body = await resp.text()
+                return resp.status == 200, f"HTTP {resp.status}: {body.strip()[-500:]}"
+
+            await _wait_for(f"{CONTROLLER_MANAGER} at https://127.0.0.1:{port}/healthz", healthy, procs,
+                            start_timeout)
+        yield
+    finally:
+        await _stop_all(procs)

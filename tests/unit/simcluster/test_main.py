@@ -1,11 +1,12 @@
-"""``python -m bench.simcluster``'s flags as they reach AgentConfig (the running process: tests/simcluster/test_cli.py)."""
+"""``python -m bench.simcluster``'s flags as they reach AgentConfig and VolumeConfig (the running process: tests/simcluster/test_cli.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench.simcluster.__main__ import parser
+from bench.simcluster.__main__ import parser, volume_config
 from bench.simcluster.agent import AgentConfig
+from bench.simcluster.volumes import VolumeConfig
 
 
 @pytest.mark.parametrize("argv,want", [
@@ -25,3 +26,12 @@ def test_termination_delay_flag_refuses_what_is_not_a_duration(value, capsys):
         parser().parse_args(["--termination-delay", value])
     assert exc.value.code == 2
     assert "--termination-delay" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,want", [
+    ([], VolumeConfig()),
+    (["--csi-attach-limit", "16"], VolumeConfig(attach_limit=16)),
+    (["--no-volume-controllers"], None),
+], ids=["on, with no attach limit, without flags", "an attach limit for every CSINode", "switched off"])
+def test_volume_controller_flags(argv, want):
+    assert volume_config(parser().parse_args(argv)) == want
