@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 NAME = "VolumeBinding"
 STATE_KEY = "PreFilter" + NAME
 PLAN_KEY = "Reserve" + NAME
+FOUND_KEY = "Filter" + NAME
 
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -221,6 +222,10 @@ class VolumeBinding:
                 return FilterResult.reject_all(len(rows), st.message(), st.code)
         found = self._find(claims, nodes, rows)
         ok = found.passed()
+        if claims.delayed:
+            # podVolumesByNode: Reserve reads its node's choice from here (the cycle cannot change the index
+            # in between); the entry is this cycle's own, replaced by every Filter run
+            state.write(FOUND_KEY, (rows, found))
         if ok.all():
             return FilterResult(ok)
         # FindPodVolumes' order of reasons
@@ -310,15 +315,20 @@ class VolumeBinding:
         row = nodes.row(node)
         if row is None:
             return Status(Code.ERROR, f'no pod volumes found for node "{node}"')
-        found = self._find(claims, nodes, np.array([row], dtype=np.int64))
-        if not found.passed()[0]:
+        at = 0
+        hit = state.get(FOUND_KEY)
+        if hit is not None and len(idx := np.flatnonzero(hit[0] == row)):
+            found, at = hit[1], int(idx[0])
+        else:   # Filter did not run for this node (disabled, or skipped): the same answer, for its row alone
+            found = self._find(claims, nodes, np.array([row], dtype=np.int64))
+        if not found.passed()[at]:
             return Status(Code.ERROR, f'no pod volumes found for node "{node}"')
         vols = self.handle.volumes
         plan = _Plan(node, [], [], {})
         to_match = [c for c in claims.delayed if c.selected_node is None]
         unmatched = []
         for c, m in zip(to_match, found.matches):
-            name = m.name(0)
+            name = m.name(at)
             if name is None:
                 unmatched.append(c)
                 continue
@@ -376,16 +386,21 @@ class VolumeBinding:
         clock = self.handle.clock
         vols = self.handle.volumes
         deadline = clock() + self.args.bind_timeout_seconds
+        # the objects whose events can end the wait: the volumes and claims bound, the claims provisioned (and
+        # the volumes they get, which the claim's own update names)
+        keys = [f"pv/{pv.name}" for pv, _, _ in plan.static] + [f"pvc/{c.key}" for _, c, _ in plan.static] \
+            + [f"pvc/{c.key}" for c in plan.provision]
         while True:
             remaining = deadline - clock()
             if remaining <= 0:
                 return Status(Code.ERROR, ERR_BIND_TIMEOUT)
-            fut = vols.changed()
+            fut = vols.changed(keys)
             timer = clock.call_later(min(remaining, RECHECK_SECONDS), _wake, fut)
             try:
                 await fut
             finally:
                 timer.cancel()
+                vols.forget_waiter(keys, fut)
             done, problem = self._check_bindings(pod, plan)
             if problem:
                 return Status(Code.ERROR, f"binding volumes: {problem}")

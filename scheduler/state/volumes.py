@@ -188,7 +188,7 @@ class Volumes:
         self._claim_ids: dict[str, int] = {}
         self._modes: dict[str, int] = {}
         self._selector_masks: dict[tuple[int, LabelSelector], tuple[int, np.ndarray]] = {}
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
 
     # ------------------------------------------------------------------ reads (the assumed view)
 
@@ -207,18 +207,18 @@ class Volumes:
         assumed = self._assumed_pvs.get(pv.name)
         if assumed is not None:
             if not newer(pv.resource_version, assumed.resource_version):
-                self._notify()
+                self._notify("pv/" + pv.name)
                 return
             del self._assumed_pvs[pv.name]
         self._index(pv)
-        self._notify()
+        self._notify("pv/" + pv.name)
 
     def delete_pv(self, name: str) -> None:
         """Mutates: a PersistentVolume deleted (and any assumption about it)."""
         self.volumes.pop(name, None)
         self._assumed_pvs.pop(name, None)
         self._unindex(name)
-        self._notify()
+        self._notify("pv/" + name)
 
     def set_pvc(self, pvc: PersistentVolumeClaim) -> None:
         """Mutates: a claim added or updated; an event newer than an assumption replaces it."""
@@ -226,12 +226,12 @@ class Volumes:
         assumed = self._assumed_pvcs.get(pvc.key)
         if assumed is not None and newer(pvc.resource_version, assumed.resource_version):
             del self._assumed_pvcs[pvc.key]
-        self._notify()
+        self._notify("pvc/" + pvc.key)
 
     def delete_pvc(self, key: str) -> None:
         self.claims.pop(key, None)
         self._assumed_pvcs.pop(key, None)
-        self._notify()
+        self._notify("pvc/" + key)
 
     # ------------------------------------------------------------------ the assume cache (mutate)
 
@@ -261,18 +261,31 @@ class Volumes:
 
     # ------------------------------------------------------------------ waiting for the API (PreBind)
 
-    def _notify(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
+    def _notify(self, key: str) -> None:
+        waiters = self._waiters.pop(key, None)
+        for w in waiters or ():
+            if not w.done():
+                w.set_result(None)
 
-    def changed(self) -> "asyncio.Future[None]":
-        """A future resolved at the next PV or PVC event (PreBind's wait re-checks then, not on a poll)."""
+    def changed(self, keys: list[str]) -> "asyncio.Future[None]":
+        """A future resolved at the next event of any of ``keys`` ("pv/<name>", "pvc/<ns>/<name>"): PreBind's
+        wait re-checks then, not on a poll, and an event wakes only the waits that name its object."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
+        for key in keys:
+            self._waiters.setdefault(key, []).append(fut)
         return fut
+
+    def forget_waiter(self, keys: list[str], fut: "asyncio.Future[None]") -> None:
+        """Drop a wait that ended otherwise (a timer), so the lists only hold live waits."""
+        for key in keys:
+            ws = self._waiters.get(key)
+            if ws is not None:
+                try:
+                    ws.remove(fut)
+                except ValueError:
+                    pass
+                if not ws:
+                    del self._waiters[key]
 
     # ------------------------------------------------------------------ the index
 
