@@ -2,6 +2,7 @@
 
     python -m bench.micro_cycle --nodes 500 5000 15000 --pods 2000 --percentage adaptive 100
     python -m bench.micro_cycle --nodes 5000 --existing 10000 --shape anti-affinity spread
+    python -m bench.micro_cycle --nodes 5000 --shape wffc      # two local volumes per node, one claim per pod
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
 32Gi, 110 pods, three zones), binds E existing pods round robin over them,
@@ -33,8 +34,22 @@ from scheduler.scheduler import Scheduler
 
 
 class _NoAPI:
+    """No I/O. VolumeBinding's PreBind writes come back as the informers would bring them (a new version), and
+    no PV controller completes the bindings: those pods wait in PreBind, off the cycle, as long as the run."""
+
+    scheduler: "Scheduler | None" = None
+
     async def bind(self, *args: object) -> None:
         pass
+
+    async def update(self, path: str, body: dict) -> dict:
+        meta = body["metadata"]
+        new = {**body, "metadata": {**meta, "resourceVersion": str(int(meta.get("resourceVersion") or 1) + 1)}}
+        s = self.scheduler
+        if s is not None:
+            handler = s.on_pv_update if "/persistentvolumes/" in path else s.on_pvc_update
+            asyncio.get_running_loop().call_soon(handler, body, new)
+        return new
 
     async def patch_pod_status(self, *args: object) -> None:
         pass
@@ -59,7 +74,25 @@ SHAPES: dict[str, dict] = {
     "preferred-spread": {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
                                                         "whenUnsatisfiable": "ScheduleAnyway",
                                                         "labelSelector": {"matchLabels": GREEN}}]},
+    # one WaitForFirstConsumer claim per pod; every node holds two local volumes of the class (1Gi, 2Gi)
+    "wffc": {},
 }
+LOCAL_CLASS = {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
+               "volumeBindingMode": "WaitForFirstConsumer"}
+
+
+def _local_pv(name: str, node: str, size: str) -> dict:
+    return {"metadata": {"name": name, "resourceVersion": "1"}, "status": {"phase": "Available"},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                     "local": {"path": "/mnt/" + name}, "nodeAffinity": {"required": {"nodeSelectorTerms": [
+                         {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                                "values": [node]}]}]}}}}
+
+
+def _claim(name: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "bench", "uid": "c-" + name, "resourceVersion": "1"},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "local",
+                     "resources": {"requests": {"storage": "1Gi"}}}}
 
 
 def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labelled: bool = True) -> dict:
@@ -68,6 +101,8 @@ def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labell
         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}], **SHAPES[shape]}
     if node:
         spec["nodeName"] = node
+    if shape == "wffc":
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-" + name}}]
     return {"metadata": {"name": name, "namespace": namespace, "uid": name, "labels": GREEN if labelled else {}},
             "spec": spec}
 
@@ -78,11 +113,19 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
                  "profiles": [{"schedulerName": "tandem-scheduler"}]}
     if percentage is not None:
         doc["percentageOfNodesToScore"] = percentage
-    s = Scheduler(parse_config(doc, "micro_cycle"), _NoAPI(), seed=1, clock=Clock())
+    api = _NoAPI()
+    s = api.scheduler = Scheduler(parse_config(doc, "micro_cycle"), api, seed=1, clock=Clock())
     for i in range(nodes):
         s.on_node_add({"metadata": {"name": f"node-{i}", "labels": {
             "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}})
+    if shape == "wffc":
+        s.on_storage_class_add(LOCAL_CLASS)
+        for i in range(nodes):
+            for j, size in enumerate(("1Gi", "2Gi")):
+                s.on_pv_add(_local_pv(f"pv-{i}-{j}", f"node-{i}", size))
+        for i in range(pods):
+            s.on_pvc_add(_claim(f"data-p{i}"))
     for i in range(existing):
         if shape == "anti-affinity" and i >= 1000:   # plain pods elsewhere, as the workload's filler
             s.on_pod_add(_pod(f"e{i}", "default", f"node-{i % nodes}", "plain", labelled=False))

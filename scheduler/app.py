@@ -6,9 +6,9 @@
 Startup and cleanup are in one place (as aiohttp's cleanup_ctx): the API
 client, the node, priority class, PodGroup, Service, controller
 (ReplicationController, ReplicaSet, StatefulSet), namespace, PVC, PV,
-StorageClass, CSINode, VolumeAttachment and pod informers, the event
-recorder, the health/metrics server, plugins' background tasks, the PodGroup
-status controller and the scheduling loop start in order and stop in reverse; shutdown stops popping pods, then drains
+StorageClass, CSINode, VolumeAttachment, CSIDriver, CSIStorageCapacity and pod informers, the
+event recorder, the health/metrics server, plugins' background tasks, the PodGroup status controller and
+the scheduling loop start in order and stop in reverse; shutdown stops popping pods, then drains
 in-flight binds.
 
 With ``leaderElection.leaderElect`` (the default), everything up to the
@@ -210,6 +210,13 @@ class App:
             Informer(self.client, "/apis/storage.k8s.io/v1/volumeattachments", name="volumeattachments",
                      clock=clock, on_add=sched.on_volume_attachment_add,
                      on_update=sched.on_volume_attachment_update, on_delete=sched.on_volume_attachment_delete),
+            # provisioning: which CSI drivers have their capacity checked, and the capacities they publish
+            Informer(self.client, "/apis/storage.k8s.io/v1/csidrivers", name="csidrivers", clock=clock,
+                     on_add=sched.on_csi_driver_add, on_update=sched.on_csi_driver_update,
+                     on_delete=sched.on_csi_driver_delete),
+            Informer(self.client, "/apis/storage.k8s.io/v1/csistoragecapacities", name="csistoragecapacities",
+                     clock=clock, on_add=sched.on_capacity_add, on_update=sched.on_capacity_update,
+                     on_delete=sched.on_capacity_delete),
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)

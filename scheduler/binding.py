@@ -82,6 +82,7 @@ class Binding:
     async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
         pod = qi.pod
         done = bound = False
+        pre_bind_failed = False
         try:
             st = await fw.wait_on_permit(pod)
             if st.is_success():
@@ -90,6 +91,7 @@ class Binding:
                 self.queue.done(pod.uid)
                 done = True
                 st = await fw.run_pre_bind(state, pod, node)
+                pre_bind_failed = not st.is_success()
             if st.is_success():
                 st = await fw.run_bind(state, pod, node)
             if not st.is_success():
@@ -99,6 +101,8 @@ class Binding:
                 reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
                 # an error at Permit (a gang rejected for an error) says so itself; past Permit, name the binder
                 msg = (st.message() if st.is_rejected() or not done
+                       # RunPreBindPlugins' wrapping, %q and all
+                       else f'running PreBind plugin "{st.plugin}": {st.message()}' if pre_bind_failed
                        else f"running Bind plugin {st.plugin!r}: {st.message()}")
                 self._fail(fw, qi, st, reason=reason, message=msg, done=done)
                 return

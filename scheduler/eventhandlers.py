@@ -3,7 +3,7 @@
 The informers call the ``on_*`` handlers of :class:`EventHandlers` (mixed
 into :class:`scheduler.scheduler.Scheduler`) for pods, nodes, PodGroups,
 PriorityClasses, namespaces, PersistentVolumeClaims, PersistentVolumes,
-StorageClasses, CSINodes and VolumeAttachments. A handler parses the object; updates the cache (nodes, bound
+StorageClasses, CSINodes, VolumeAttachments, CSIDrivers and CSIStorageCapacities. A handler parses the object; updates the cache (nodes, bound
 pods), the queue (unscheduled pods of our profiles) and the indexes that
 plugins and the PodGroup status controller read (pods by uid, PodGroups, the
 members of each group); then tells the queue which cluster event happened, so
@@ -18,13 +18,14 @@ loop (schedule_one.py).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Callable
 
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
 from scheduler.model import (
-    Node, Pod, parse_csinode, parse_node, parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc,
-    parse_storage_class, parse_volume_attachment,
+    Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_node, parse_pdb, parse_pod,
+    parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
 )
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
@@ -172,45 +173,46 @@ class EventHandlers:
 
     def on_pvc_add(self, obj: dict[str, Any]) -> None:
         pvc = parse_pvc(obj)
-        self.cache.volumes.claims[pvc.key] = pvc
+        self.cache.volumes.set_pvc(pvc)
         self.cache.attachments.claim_changed(pvc.key)
         self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.ADD, "PersistentVolumeClaimAdd"), None, pvc)
 
     def on_pvc_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pvc = parse_pvc(obj)
         old = self.cache.volumes.claims.get(pvc.key)
-        self.cache.volumes.claims[pvc.key] = pvc
+        self.cache.volumes.set_pvc(pvc)
         if old is None or (old.volume_name, old.storage_class) != (pvc.volume_name, pvc.storage_class):
             self.cache.attachments.claim_changed(pvc.key)
-        if old != pvc:   # a status or label change scheduling does not read moves nobody
+        # a status or label change scheduling does not read moves nobody
+        if old is None or replace(old, resource_version=pvc.resource_version) != pvc:
             self.queue.on_event(ClusterEvent(Resource.PVC, ActionType.UPDATE, "PersistentVolumeClaimUpdate"),
                                 old, pvc)
 
     def on_pvc_delete(self, obj: dict[str, Any]) -> None:
         key = parse_pvc(obj).key
-        self.cache.volumes.claims.pop(key, None)
+        self.cache.volumes.delete_pvc(key)
         self.cache.attachments.claim_changed(key)
 
     def on_pv_add(self, obj: dict[str, Any]) -> None:
         pv = parse_pv(obj)
-        self.cache.volumes.volumes[pv.name] = pv
+        self.cache.volumes.set_pv(pv)
         self.cache.attachments.volume_changed(pv.name)
         self.queue.on_event(ClusterEvent(Resource.PV, ActionType.ADD, "PersistentVolumeAdd"), None, pv)
 
     def on_pv_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pv = parse_pv(obj)
         old = self.cache.volumes.volumes.get(pv.name)
-        self.cache.volumes.volumes[pv.name] = pv
+        self.cache.volumes.set_pv(pv)
         if old is None or (old.csi_driver, old.csi_handle, old.in_tree) != (pv.csi_driver, pv.csi_handle, pv.in_tree):
             self.cache.attachments.volume_changed(pv.name)
-        # what VolumeBinding (node affinity, phase) and VolumeZone (zone labels) read
-        seen = (pv.node_affinity_terms, pv.phase, pv.topologies)
-        if old is None or (old.node_affinity_terms, old.phase, old.topologies) != seen:
+        # what VolumeBinding (node affinity, phase, claimRef, size, modes, class, labels) and VolumeZone (zone
+        # labels) read: a new resourceVersion alone moves nobody
+        if old is None or replace(old, resource_version=pv.resource_version) != pv:
             self.queue.on_event(ClusterEvent(Resource.PV, ActionType.UPDATE, "PersistentVolumeUpdate"), old, pv)
 
     def on_pv_delete(self, obj: dict[str, Any]) -> None:
         name = parse_pv(obj).name
-        self.cache.volumes.volumes.pop(name, None)
+        self.cache.volumes.delete_pv(name)
         self.cache.attachments.volume_changed(name)
 
     def on_storage_class_add(self, obj: dict[str, Any]) -> None:
@@ -223,7 +225,7 @@ class EventHandlers:
         sc = parse_storage_class(obj)
         old = self.cache.volumes.classes.get(sc.name)
         self.cache.volumes.classes[sc.name] = sc
-        if old != sc:   # volumeBindingMode is immutable: in practice only a class seen for the first time
+        if old != sc:   # volumeBindingMode is immutable: allowedTopologies or a class seen for the first time
             self.queue.on_event(ClusterEvent(Resource.STORAGE_CLASS, ActionType.UPDATE, "StorageClassUpdate"),
                                 old, sc)
 
@@ -263,6 +265,41 @@ class EventHandlers:
         self.cache.attachments.remove_attachment(va.name)
         self.queue.on_event(ClusterEvent(Resource.VOLUME_ATTACHMENT, ActionType.DELETE, "VolumeAttachmentDelete"),
                             va, None)
+
+    # CSIDrivers (whether a driver's capacity is checked) and CSIStorageCapacities, for provisioning in
+    # VolumeBinding's Filter; upstream registers CSIDriver Update and CSIStorageCapacity Add and Update
+
+    def on_csi_driver_add(self, obj: dict[str, Any]) -> None:
+        d = parse_csi_driver(obj)
+        self.cache.volumes.drivers[d.name] = d
+        self.queue.on_event(ClusterEvent(Resource.CSI_DRIVER, ActionType.ADD, "CSIDriverAdd"), None, d)
+
+    def on_csi_driver_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        d = parse_csi_driver(obj)
+        old = self.cache.volumes.drivers.get(d.name)
+        self.cache.volumes.drivers[d.name] = d
+        if old != d:
+            self.queue.on_event(ClusterEvent(Resource.CSI_DRIVER, ActionType.UPDATE, "CSIDriverUpdate"), old, d)
+
+    def on_csi_driver_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.volumes.drivers.pop(parse_csi_driver(obj).name, None)
+
+    def on_capacity_add(self, obj: dict[str, Any]) -> None:
+        c = parse_csi_storage_capacity(obj)
+        self.cache.volumes.capacities[c.key] = c
+        self.queue.on_event(ClusterEvent(Resource.CSI_STORAGE_CAPACITY, ActionType.ADD, "CSIStorageCapacityAdd"),
+                            None, c)
+
+    def on_capacity_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        c = parse_csi_storage_capacity(obj)
+        old = self.cache.volumes.capacities.get(c.key)
+        self.cache.volumes.capacities[c.key] = c
+        if old != c:
+            self.queue.on_event(ClusterEvent(Resource.CSI_STORAGE_CAPACITY, ActionType.UPDATE,
+                                             "CSIStorageCapacityUpdate"), old, c)
+
+    def on_capacity_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.volumes.capacities.pop(parse_csi_storage_capacity(obj).key, None)
 
     # ------------------------------------------------------------------ informer handlers (priority classes)
 

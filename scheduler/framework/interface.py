@@ -125,6 +125,8 @@ class Resource:
     STORAGE_CLASS = "StorageClass"
     CSI_NODE = "CSINode"
     VOLUME_ATTACHMENT = "VolumeAttachment"
+    CSI_DRIVER = "CSIDriver"
+    CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
     POD_GROUP = "PodGroup"
     WILDCARD = "*"
 

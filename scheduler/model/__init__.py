@@ -48,9 +48,10 @@ from scheduler.model.csi import (
     parse_csinode, parse_volume_attachment,
 )
 from scheduler.model.storage import (
-    ANN_BIND_COMPLETED, ANN_STORAGE_CLASS, BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER, MULTI_ZONE_DELIMITER,
-    PV_TOPOLOGY_LABELS, PersistentVolume, PersistentVolumeClaim, StorageClass, parse_pv, parse_pvc,
-    parse_storage_class, pvc_volume_claims, uses_pvc_volume_claim, volume_refs,
+    ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ANN_STORAGE_CLASS, BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER, MULTI_ZONE_DELIMITER,
+    NOT_SUPPORTED_PROVISIONER, PV_TOPOLOGY_LABELS, VOLUME_AVAILABLE, ClaimRef, CSIDriver, CSIStorageCapacity,
+    PersistentVolume, PersistentVolumeClaim, StorageClass, parse_csi_driver, parse_csi_storage_capacity, parse_pv,
+    parse_pvc, parse_storage_class, pvc_volume_claims, uses_pvc_volume_claim, volume_refs,
 )
 from scheduler.model.policy import (
     PodDisruptionBudget, parse_pdb,
@@ -70,7 +71,9 @@ __all__ = [
     "DISRUPTION_MODE_ANNOTATION", "DISRUPTION_POD", "DISRUPTION_POD_GROUP", "DISRUPTION_SINGLE",
     "NOT_READY_FOR_SCHEDULING", "POD_GROUP_API_VERSION", "POD_GROUP_PODS_READY",
     "POD_GROUP_REQUEUING_LIMIT_EXCEEDED", "POD_GROUP_SCHEDULED", "PodGroup", "could_run", "gang_members_present",
-    "gang_waiting_message", "parse_pod_group", "ANN_BIND_COMPLETED", "ANN_STORAGE_CLASS", "BINDING_IMMEDIATE",
+    "gang_waiting_message", "parse_pod_group", "ANN_BIND_COMPLETED", "ANN_BOUND_BY_CONTROLLER", "ANN_SELECTED_NODE",
+    "ANN_STORAGE_CLASS", "NOT_SUPPORTED_PROVISIONER", "VOLUME_AVAILABLE", "ClaimRef", "CSIDriver", "CSIStorageCapacity",
+    "parse_csi_driver", "parse_csi_storage_capacity", "BINDING_IMMEDIATE",
     "BINDING_WAIT_FOR_FIRST_CONSUMER", "MULTI_ZONE_DELIMITER", "PV_TOPOLOGY_LABELS", "PersistentVolume",
     "PersistentVolumeClaim", "StorageClass", "parse_pv", "parse_pvc", "parse_storage_class", "pvc_volume_claims",
     "uses_pvc_volume_claim", "IN_TREE_PLUGINS", "MIGRATED_PLUGINS_ANNOTATION", "CSINode", "VolumeAttachment",

@@ -52,7 +52,8 @@ class Cache:
         self.pods: dict[str, PodState] = {}               # uid -> where it is charged
         self.by_node: dict[str, dict[str, Pod]] = {}      # node name -> uid -> pod
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
-        self.volumes = Volumes()                          # PVCs, PVs and StorageClasses, for VolumeBinding
+        # PVCs, PVs, StorageClasses, CSI drivers and capacities; the volume assume cache and PV index (VolumeBinding)
+        self.volumes = Volumes(self.nodes)
         # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
         self.counts = PodCounts(self.nodes)
         self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)
@@ -70,9 +71,12 @@ class Cache:
     # ------------------------------------------------------------------ nodes
 
     def add_node(self, node: Node) -> None:
-        self.nodes.set_node(node)
+        old = self.node(node.name)
+        row = self.nodes.set_node(node)
         self.by_node.setdefault(node.name, {})
         self.attachments.refresh(node.name)   # its row may be new (or reused): write its volume columns
+        if old is None or old.labels != node.labels:
+            self.volumes.node_changed(row, old, node)   # volumes' node affinity, evaluated on this node only
 
     update_node = add_node
 
@@ -80,8 +84,10 @@ class Cache:
         # Pods still on the node keep their charge on a placeholder row until they go,
         # as upstream keeps a NodeInfo without a Node while pods reference it.
         keep = bool(self.by_node.get(name))
-        row = self.nodes.row(name)
+        old, row = self.node(name), self.nodes.row(name)
         self.nodes.clear_node(name, keep_row=keep)
+        if old is not None and row is not None:
+            self.volumes.node_changed(row, old, None)
         if not keep:
             self.by_node.pop(name, None)
             if row is not None:

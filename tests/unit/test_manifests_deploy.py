@@ -131,7 +131,10 @@ TANDEM_CALLS = _informer_calls() + _review_calls() + [
     Call("scheduling.x-k8s.io", "podgroups", "patch"),
     Call("scheduling.x-k8s.io", "podgroups/status", "update"),
     Call("scheduling.x-k8s.io", "podgroups/status", "patch"),
-]
+    # VolumeBinding's PreBind: the PV's claimRef, the claim's selected-node
+    Call("", "persistentvolumes", "update"), Call("", "persistentvolumeclaims", "update"),
+] + [Call("storage.k8s.io", resource, verb) for resource in ("csinodes", "csidrivers", "csistoragecapacities",
+                                                             "volumeattachments") for verb in ("get", "list", "watch")]
 
 
 def _docs() -> list[tuple[Path, dict[str, Any]]]:

@@ -225,11 +225,11 @@ def add_bound_claim(c: Cluster, name: str, mode: str, zone: str = "") -> None:
     if zone:
         pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}
-    c.cache.volumes.volumes[f"pv-{name}"] = parse_pv(pv)
-    c.cache.volumes.claims[f"ns/{name}"] = parse_pvc({
+    c.cache.volumes.set_pv(parse_pv(pv))
+    c.cache.volumes.set_pvc(parse_pvc({
         "metadata": {"name": name, "namespace": "ns", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
         "spec": {"accessModes": [mode], "volumeName": f"pv-{name}", "resources": {"requests": {"storage": "1Gi"}}},
-        "status": {"phase": "Bound"}})
+        "status": {"phase": "Bound"}}))
 
 
 def test_workspaces_groups_pods_by_shared_read_write_once_claims() -> None:

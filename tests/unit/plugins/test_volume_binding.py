@@ -126,11 +126,6 @@ CASES = [
     pytest.param(Env(pvcs=(pvc("data", "v1", bound=False, cls="local"),), pvs=(pv("v1"),),
                      classes=(sc("local", "WaitForFirstConsumer"),)), pod(claim_vol("data")),
                  (UU, ERR_UNBOUND_IMMEDIATE, {}), id="a claim only pre-bound counts as immediate whatever its class"),
-    pytest.param(Env(pvcs=(pvc("data", cls="local"),), classes=(sc("local", "WaitForFirstConsumer"),)),
-                 pod(claim_vol("data")),
-                 (UU, 'persistentvolumeclaim "data" is not bound and its StorageClass "local" binds on first '
-                      "consumer (WaitForFirstConsumer): tandem does not bind or provision volumes yet", {}),
-                 id="a claim waiting for its first consumer is refused, named, not ignored"),
     pytest.param(Env(pvcs=(pvc("data", "v1"),), pvs=(pv("v1"),)), pod(claim_vol("data")), (Code.SKIP, "", {}),
                  id="a claim bound to a volume without node affinity fits everywhere"),
     pytest.param(Env(pvcs=(pvc("data", "v1"),), pvs=(pv("v1", required=None),)), pod(claim_vol("data")),
@@ -179,8 +174,8 @@ def test_filter_without_pre_filter_evaluates_the_claims_itself() -> None:
 def test_a_changed_volume_is_compiled_again() -> None:
     env = Env(pvcs=(pvc("data", "v1"),), pvs=(pv("v1", ZONE_B),))
     assert env.run(pod(claim_vol("data")))[2]["n1"] == ERR_REASON_NODE_CONFLICT
-    v = parse_pv(pv("v1", expr("zone", "In", "a")))
-    env.cache.volumes.volumes["v1"] = v
+    v = parse_pv({**pv("v1", expr("zone", "In", "a")), "metadata": {"name": "v1", "resourceVersion": "2"}})
+    env.cache.volumes.set_pv(v)
     assert env.run(pod(claim_vol("data")))[2] == {"n1": None, "n2": ERR_REASON_NODE_CONFLICT,
                                                   "n3": ERR_REASON_NODE_CONFLICT}
 

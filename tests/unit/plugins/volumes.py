@@ -16,11 +16,9 @@ def volume_cache(nodes: dict[str, dict[str, str]], pvcs: tuple[dict[str, Any], .
         cache.add_node(parse_node({"metadata": {"name": name, "labels": labels}}))
     vols = cache.volumes
     for o in pvcs:
-        c = parse_pvc(o)
-        vols.claims[c.key] = c
+        vols.set_pvc(parse_pvc(o))
     for o in pvs:
-        v = parse_pv(o)
-        vols.volumes[v.name] = v
+        vols.set_pv(parse_pv(o))
     for o in classes:
         k = parse_storage_class(o)
         vols.classes[k.name] = k
