@@ -42,6 +42,8 @@ from scheduler.model.podgroup import (
     DISRUPTION_MODE_ANNOTATION, DISRUPTION_POD, DISRUPTION_POD_GROUP, DISRUPTION_SINGLE, NOT_READY_FOR_SCHEDULING,
     POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, POD_GROUP_SCHEDULED, PodGroup,
     could_run, gang_members_present, gang_waiting_message, parse_pod_group,
+    NATIVE_KEY_PREFIX, NATIVE_POD_GROUP_API_VERSION, TOPOLOGY_KEY_ANNOTATION, native_gang_key,
+    parse_native_pod_group, pod_group_path, split_gang_key, group_conflict, missing_group_message,
 )
 from scheduler.model.storage import (
     ANN_BIND_COMPLETED, ANN_STORAGE_CLASS, BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER, MULTI_ZONE_DELIMITER,
@@ -66,7 +68,9 @@ __all__ = [
     "DISRUPTION_MODE_ANNOTATION", "DISRUPTION_POD", "DISRUPTION_POD_GROUP", "DISRUPTION_SINGLE",
     "NOT_READY_FOR_SCHEDULING", "POD_GROUP_API_VERSION", "POD_GROUP_PODS_READY",
     "POD_GROUP_REQUEUING_LIMIT_EXCEEDED", "POD_GROUP_SCHEDULED", "PodGroup", "could_run", "gang_members_present",
-    "gang_waiting_message", "parse_pod_group", "ANN_BIND_COMPLETED", "ANN_STORAGE_CLASS", "BINDING_IMMEDIATE",
+    "gang_waiting_message", "parse_pod_group", "NATIVE_KEY_PREFIX", "NATIVE_POD_GROUP_API_VERSION",
+    "TOPOLOGY_KEY_ANNOTATION", "native_gang_key", "parse_native_pod_group", "pod_group_path", "split_gang_key", "group_conflict", "missing_group_message",
+    "ANN_BIND_COMPLETED", "ANN_STORAGE_CLASS", "BINDING_IMMEDIATE",
     "BINDING_WAIT_FOR_FIRST_CONSUMER", "MULTI_ZONE_DELIMITER", "PV_TOPOLOGY_LABELS", "PersistentVolume",
     "PersistentVolumeClaim", "StorageClass", "parse_pv", "parse_pvc", "parse_storage_class", "pvc_volume_claims",
     "uses_pvc_volume_claim", "PodDisruptionBudget", "parse_pdb", "parse_time",
