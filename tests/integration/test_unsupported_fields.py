@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 
 from scheduler.config import SchedulerConfig
 from tests.integration.test_scheduler import (

@@ -131,6 +131,11 @@ TANDEM_CALLS = _informer_calls() + _review_calls() + [
     Call("scheduling.x-k8s.io", "podgroups", "patch"),
     Call("scheduling.x-k8s.io", "podgroups/status", "update"),
     Call("scheduling.x-k8s.io", "podgroups/status", "patch"),
+    # upstream's native PodGroups (scheduling.k8s.io/v1alpha2): watched, and their status conditions written
+    Call("scheduling.k8s.io", "podgroups", "list"), Call("scheduling.k8s.io", "podgroups", "watch"),
+    Call("scheduling.k8s.io", "podgroups", "get"), Call("scheduling.k8s.io", "workloads", "get"),
+    Call("scheduling.k8s.io", "workloads", "list"), Call("scheduling.k8s.io", "workloads", "watch"),
+    Call("scheduling.k8s.io", "podgroups/status", "update"), Call("scheduling.k8s.io", "podgroups/status", "patch"),
 ]
 
 
