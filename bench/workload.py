@@ -58,6 +58,9 @@ import yaml
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+# upstream's native PodGroup (1.36, alpha): a group template of this apiVersion makes createPodGroups write
+# spec.schedulingPolicy.gang.minCount and join each member with spec.schedulingGroup.podGroupName
+NATIVE_POD_GROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # scheduler_perf's default node (templates/node-default.yaml): used when createNodes names no template
