@@ -21,6 +21,7 @@ import yaml
 from bench.simcluster.agent import AgentConfig, parse_seconds
 from bench.simcluster.cluster import DEFAULT_NODE_TEMPLATE, SimCluster
 from bench.simcluster.faults import FaultRule, Faults
+from bench.simcluster.resources import NATIVE_GANGS
 
 
 def parser() -> argparse.ArgumentParser:
@@ -47,6 +48,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fault", action="append", default=[], metavar="VERB:RESOURCE:key=value,...",
                    help="inject faults, e.g. create:pods/binding:error_rate=0.1,error_code=500 "
                         "or '*:*:throttle_rate=0.05,retry_after=1' or list:pods:latency=0.2")
+    p.add_argument("--runtime-config", type=runtime_config, default=False, metavar="GROUP/VERSION=true",
+                   help="enable an alpha API as kube-apiserver's flag does; only "
+                        f"{NATIVE_GANGS}=true (upstream's native gang API: PodGroup, Workload; "
+                        "the Job controller then creates them for qualifying Jobs)")
     p.add_argument("--watch-drop-interval", type=float, default=0.0, help="cut every watch after this many seconds")
     p.add_argument("-v", "--verbose", action="count", default=0)
     return p
@@ -60,6 +65,17 @@ def termination_delay(text: str) -> float | None:
     if seconds is None:
         raise argparse.ArgumentTypeError(f"expected seconds (a number >= 0) or 'grace', got {text!r}")
     return seconds
+
+
+def runtime_config(text: str) -> bool:
+    """``--runtime-config``: whether it enables the native gang API (the only alpha API simulated)."""
+    enabled = False
+    for item in filter(None, text.split(",")):
+        key, _, value = item.partition("=")
+        if key != NATIVE_GANGS or value.lower() not in ("", "true", "false"):
+            raise argparse.ArgumentTypeError(f"{item!r}: only {NATIVE_GANGS}=true|false is simulated")
+        enabled = value.lower() != "false"
+    return enabled
 
 
 def load_template(path: Path) -> dict:
@@ -83,7 +99,7 @@ async def serve(args: argparse.Namespace) -> None:
     template = load_template(args.node_template) if args.node_template else DEFAULT_NODE_TEMPLATE
     cluster = SimCluster(nodes=args.nodes, zones=args.zones, port=args.port, node_template=template, agent=agent,
                          faults=faults, watch_window=args.watch_window, bookmark_interval=args.bookmark_interval,
-                         kubeconfig=args.kubeconfig_out)
+                         kubeconfig=args.kubeconfig_out, native_gangs=args.runtime_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

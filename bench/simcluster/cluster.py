@@ -25,7 +25,8 @@ from bench.simcluster.agent import AgentConfig, NodeAgent
 from bench.simcluster.auth import ADMIN_TOKEN
 from bench.simcluster.disruption import DisruptionController
 from bench.simcluster.faults import Faults
-from bench.simcluster.resources import lookup
+from bench.simcluster.jobs import JobController, PodGroupProtection
+from bench.simcluster.resources import NATIVE_GANGS, lookup
 from bench.simcluster.server import APIServer
 from bench.simcluster.store import Store
 
@@ -85,10 +86,11 @@ def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = "tan
 
 @dataclass
 class SimCluster:
-    """API server + nodes + node agent + disruption controller. An async context manager.
+    """API server + nodes + node agent + controllers. An async context manager.
 
-    The disruption controller (PodDisruptionBudget status) runs with the node agent: ``agent=None``
-    leaves a bare API server, as scheduler_perf's, with neither.
+    The controllers (disruption: PodDisruptionBudget status; Job; podgroup-protection with
+    ``native_gangs``) run with the node agent: ``agent=None`` leaves a bare API server, as
+    scheduler_perf's, with none of them.
     """
 
     nodes: int = 0
@@ -101,12 +103,18 @@ class SimCluster:
     watch_window: int = 20_000
     bookmark_interval: float = 60.0
     kubeconfig: str | os.PathLike[str] | None = None
+    # serve upstream's native gang API, as --runtime-config=scheduling.k8s.io/v1alpha2=true with its
+    # gates; the Job controller then gives qualifying Jobs their Workload and PodGroup (WorkloadWithJob)
+    native_gangs: bool = False
 
     def __post_init__(self) -> None:
         self.store = Store(window=self.watch_window)
-        self.server = APIServer(self.store, self.faults, bookmark_interval=self.bookmark_interval)
+        self.server = APIServer(self.store, self.faults, bookmark_interval=self.bookmark_interval,
+                                runtime_config=frozenset({NATIVE_GANGS}) if self.native_gangs else frozenset())
         self.node_agent: NodeAgent | None = None
         self.disruption_controller: DisruptionController | None = None
+        self.job_controller: JobController | None = None
+        self.podgroup_protection: PodGroupProtection | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -132,6 +140,11 @@ class SimCluster:
             self.node_agent.start()
             self.disruption_controller = DisruptionController(self.store, tick=self.agent.tick)
             self.disruption_controller.start()
+            self.job_controller = JobController(self.store, self.native_gangs, tick=self.agent.tick)
+            self.job_controller.start()
+            if self.native_gangs:
+                self.podgroup_protection = PodGroupProtection(self.store, tick=self.agent.tick)
+                self.podgroup_protection.start()
         if self.kubeconfig:
             write_kubeconfig(self.kubeconfig, self.url)
 
@@ -139,9 +152,11 @@ class SimCluster:
         if self.node_agent is not None:
             await self.node_agent.stop()
             self.node_agent = None
-        if self.disruption_controller is not None:
-            await self.disruption_controller.stop()
-            self.disruption_controller = None
+        for name in ("disruption_controller", "job_controller", "podgroup_protection"):
+            controller = getattr(self, name)
+            if controller is not None:
+                await controller.stop()
+                setattr(self, name, None)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

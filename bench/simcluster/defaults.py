@@ -383,6 +383,15 @@ def admit_pod_update(old: dict[str, Any], new: dict[str, Any]) -> None:
     _add_default_tolerations(spec)
 
 
+def default_pod_template_spec(spec: dict[str, Any]) -> None:
+    """SetDefaults_PodSpec for a controller's pod template: neither enableServiceLinks nor restartPolicy
+    (a Job's template without one is refused, not defaulted to Always; read off kube-apiserver 1.36.2)."""
+    unset = [k for k in ("enableServiceLinks", "restartPolicy") if k not in spec]
+    _default_pod_spec(spec)
+    for key in unset:
+        del spec[key]
+
+
 def _default_pod_spec(spec: dict[str, Any]) -> None:
     # SetDefaults_PodSpec and SetDefaults_Pod
     if not spec.get("dnsPolicy"):
@@ -714,6 +723,7 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("apps", "StatefulSet"): (("replicas", int), ("availableReplicas", int)),
     ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
                                         ("desiredHealthy", int), ("expectedPods", int)),
+    ("scheduling.k8s.io", "PodGroup"): (),  # status is always there, at least {}
 }
 
 

@@ -41,13 +41,14 @@ class FieldError:
         "FieldValueNotSupported": "Unsupported value",
         "FieldValueDuplicate": "Duplicate value",
         "FieldValueTooLong": "Too long",
+        "FieldValueTooMany": "Too many",
         "FieldValueTypeInvalid": "Invalid value",
     }
 
     def message(self) -> str:
         words = self._WORDS.get(self.type, self.type)
         if self.type in ("FieldValueInvalid", "FieldValueNotSupported", "FieldValueDuplicate",
-                         "FieldValueTypeInvalid"):
+                         "FieldValueTypeInvalid", "FieldValueTooMany"):
             words = f"{words}: {_render_value(self.value)}"
         if self.detail:
             return f"{words}: {self.detail}"
@@ -84,6 +85,11 @@ def forbidden_field(field: str, detail: str) -> FieldError:
 def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
     quoted = ", ".join(f'"{s}"' for s in supported)
     return FieldError(field, "FieldValueNotSupported", f"supported values: {quoted}", value)
+
+
+def too_many(field: str, actual: int, limit: int) -> FieldError:
+    """field.TooMany: ``Too many: 2: must have at most 1 item``."""
+    return FieldError(field, "FieldValueTooMany", f"must have at most {limit} item{'' if limit == 1 else 's'}", actual)
 
 
 class APIError(Exception):

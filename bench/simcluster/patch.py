@@ -649,6 +649,12 @@ _SCHEMAS: Mapping[str, Mapping[str, _Meta]] = MappingProxyType({
     "ReplicationController": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),
     "ReplicaSet": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),
     "StatefulSet": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),  # volumeClaimTemplates: atomic
+    "Job": _kind(spec=_WITH_POD_TEMPLATE, status=_CONDITIONS_ONLY),
+    # scheduling.k8s.io/v1alpha2, by qualified kind: the scheduler-plugins CRD is a PodGroup too, and
+    # custom resources take no strategic merge
+    "PodGroup.scheduling.k8s.io": _kind(spec=_struct(resourceClaims=_merge_list("name")),
+                      status=_struct(conditions=_merge_list("type"), resourceClaimStatuses=_merge_list("name"))),
+    "Workload.scheduling.k8s.io": _kind(),  # podGroupTemplates: atomic
 })
 
 _UNSUPPORTED_SMP = ("the body of the request was in an unknown format - accepted media types include: "
@@ -666,6 +672,12 @@ _SET_ELEMENT_ORDER = "$setElementOrder"
 _ERR_PRIMITIVE_LIST = "invalid patch format of primitive list"
 _ERR_RETAIN_KEYS = "invalid patch format of retainKeys"
 _ERR_SET_ELEMENT_ORDER = "invalid patch format of setElementOrder list"
+
+
+def schema_kind(kind: str, group: str) -> str:
+    """The name :func:`strategic_merge_patch` knows a kind by: ``Kind.group`` where a bare kind is ambiguous."""
+    qualified = f"{kind}.{group}"
+    return qualified if qualified in _SCHEMAS else kind
 
 
 def strategic_merge_patch(target: dict, patch: dict, kind: str) -> dict:

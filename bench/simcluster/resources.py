@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+# the --runtime-config group/version of upstream's native gang API (PodGroup, Workload)
+NATIVE_GANGS = "scheduling.k8s.io/v1alpha2"
+
 STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -123,6 +126,8 @@ class ResourceType:
     to_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     from_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     verbs: tuple[str, ...] = STANDARD_VERBS   # ("create",): a review, answered and never stored
+    # served only when --runtime-config enables this group/version (alpha APIs); "" always served
+    runtime_config: str = ""
 
     @property
     def api_version(self) -> str:
@@ -225,6 +230,15 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, "podgroup",
                  ("pg", "pgs"), subresources=("status",), generation=True,
                  create_keeps_status=False, strategic=False),
+    # Jobs (served by default), and upstream's native gang API: alpha, served only with
+    # --runtime-config=scheduling.k8s.io/v1alpha2=true. The 1.36 server sets no generation on
+    # PodGroups or Workloads, lists no short names for them, and gives Workloads no status.
+    ResourceType("batch", "v1", "jobs", "Job", True, "job", categories=("all",),
+                 subresources=("status",), generation=True, create_keeps_status=False),
+    ResourceType("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup", True, "podgroup",
+                 subresources=("status",), create_keeps_status=False, runtime_config=NATIVE_GANGS),
+    ResourceType("scheduling.k8s.io", "v1alpha2", "workloads", "Workload", True, "workload",
+                 runtime_config=NATIVE_GANGS),
 )
 
 BY_PATH: dict[tuple[str, str, str], ResourceType] = {
@@ -242,6 +256,20 @@ def lookup(group: str, version: str, plural: str) -> ResourceType | None:
     return BY_PATH.get((group, version, plural))
 
 
+def served(rt: ResourceType, enabled: frozenset[str]) -> bool:
+    """Whether a server with these --runtime-config group/versions enabled serves ``rt``."""
+    return not rt.runtime_config or rt.runtime_config in enabled
+
+
+def served_groups(enabled: frozenset[str]) -> dict[str, list[str]]:
+    """:data:`GROUPS` as a server with these --runtime-config group/versions enabled serves them."""
+    out: dict[str, list[str]] = {}
+    for r in RESOURCES:
+        if served(r, enabled) and r.version not in out.setdefault(r.group, []):
+            out[r.group].append(r.version)
+    return out
+
+
 def by_kind(kind: str) -> ResourceType | None:
     for r in RESOURCES:
         if r.kind == kind and r.storage is None:
@@ -249,11 +277,11 @@ def by_kind(kind: str) -> ResourceType | None:
     return None
 
 
-def discovery_resources(group: str, version: str) -> list[dict[str, Any]]:
+def discovery_resources(group: str, version: str, enabled: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """APIResourceList.resources for /api/v1 or /apis/GROUP/VERSION."""
     out: list[dict[str, Any]] = []
     for r in RESOURCES:
-        if r.group != group or r.version != version:
+        if r.group != group or r.version != version or not served(r, enabled):
             continue
         entry: dict[str, Any] = {
             "name": r.plural,

@@ -26,7 +26,7 @@ from aiohttp import web
 from bench.simcluster import errors, tables
 from bench.simcluster.auth import Authority
 from bench.simcluster.faults import Faults
-from bench.simcluster.resources import GROUPS, RESOURCES, ResourceType, discovery_resources, lookup
+from bench.simcluster.resources import RESOURCES, ResourceType, discovery_resources, lookup, served, served_groups
 from bench.simcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from bench.simcluster.store import MATCH_ALL, Dropped, Entry, Store, Watcher, encode_event
 
@@ -84,7 +84,7 @@ class Request:
         self.resource_label = rt.label(subresource)
 
 
-def parse_path(path: str, method: str, query: Any) -> Request | None:
+def parse_path(path: str, method: str, query: Any, enabled: frozenset[str] = frozenset()) -> Request | None:
     parts = [unquote(p) for p in path.strip("/").split("/")]
     if parts[0] == "api" and len(parts) >= 3 and parts[1] == "v1":
         group, version, rest = "", "v1", parts[2:]
@@ -103,7 +103,7 @@ def parse_path(path: str, method: str, query: Any) -> Request | None:
         if not namespace:
             return None
     rt = lookup(group, version, rest[0])
-    if rt is None or len(rest) > 3:
+    if rt is None or len(rest) > 3 or not served(rt, enabled):
         return None
     name = rest[1] if len(rest) >= 2 else ""
     sub = rest[2] if len(rest) == 3 else ""
@@ -120,8 +120,10 @@ class APIServer:
     """aiohttp application serving one :class:`Store`."""
 
     def __init__(self, store: Store, faults: Faults | None = None, bookmark_interval: float = 60.0,
-                 max_watch_timeout: float = 1800.0) -> None:
+                 max_watch_timeout: float = 1800.0, runtime_config: frozenset[str] = frozenset()) -> None:
         self.store = store
+        self.runtime_config = runtime_config  # the alpha group/versions served (--runtime-config)
+        self.groups = served_groups(runtime_config)
         self.auth = Authority(store)    # issued tokens; TokenReview and SubjectAccessReview answers
         self.faults = faults or Faults()
         self.bookmark_interval = bookmark_interval
@@ -147,7 +149,7 @@ class APIServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
         try:
-            info = parse_path(request.path, request.method, request.query)
+            info = parse_path(request.path, request.method, request.query, self.runtime_config)
             if info is None:
                 return await self._non_resource(request)
             latency, fault = self.faults.decide(info.verb, info.resource_label)
@@ -182,23 +184,23 @@ class APIServer:
             return _json({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [
                 {"clientCIDR": "0.0.0.0/0", "serverAddress": request.host}]})
         if path == "/api/v1":
-            return _json(_resource_list("", "v1"))
+            return _json(_resource_list("", "v1", self.runtime_config))
         if path == "/apis":
             return _json({"kind": "APIGroupList", "apiVersion": "v1",
-                          "groups": [_group(g) for g in GROUPS if g]})
+                          "groups": [_group(self.groups, g) for g in self.groups if g]})
         parts = path.strip("/").split("/")
-        if parts[0] == "apis" and len(parts) == 2 and parts[1] in GROUPS and parts[1]:
-            return _json({"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1])})
-        if parts[0] == "apis" and len(parts) == 3 and parts[2] in GROUPS.get(parts[1], ()) and parts[1]:
-            return _json(_resource_list(parts[1], parts[2]))
+        if parts[0] == "apis" and len(parts) == 2 and parts[1] in self.groups and parts[1]:
+            return _json({"kind": "APIGroup", "apiVersion": "v1", **_group(self.groups, parts[1])})
+        if parts[0] == "apis" and len(parts) == 3 and parts[2] in self.groups.get(parts[1], ()) and parts[1]:
+            return _json(_resource_list(parts[1], parts[2], self.runtime_config))
         if path == "/openapi/v3":
             return _json({"paths": {gv: {"serverRelativeURL": f"/openapi/v3/{gv}?hash={_OPENAPI_HASH}"}
-                                    for gv in _openapi_group_versions()}})
-        if path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in _openapi_group_versions():
-            return _json(_openapi_v3(path[len("/openapi/v3/"):]))
+                                    for gv in _openapi_group_versions(self.groups)}})
+        if path.startswith("/openapi/v3/") and path[len("/openapi/v3/"):] in _openapi_group_versions(self.groups):
+            return _json(_openapi_v3(path[len("/openapi/v3/"):], self.runtime_config))
         if path == "/":
             paths = ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]
-            for g, versions in GROUPS.items():
+            for g, versions in self.groups.items():
                 if g:
                     paths.append(f"/apis/{g}")
                     paths += [f"/apis/{g}/{v}" for v in versions]
@@ -440,8 +442,8 @@ class APIServer:
                                                             "metadata": meta}}) + b"\n"
 
 
-def _group(g: str) -> dict[str, Any]:
-    versions = [{"groupVersion": f"{g}/{v}", "version": v} for v in GROUPS[g]]
+def _group(groups: dict[str, list[str]], g: str) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{g}/{v}", "version": v} for v in groups[g]]
     return {"name": g, "versions": versions, "preferredVersion": versions[0]}
 
 
@@ -451,14 +453,14 @@ def _group(g: str) -> dict[str, Any]:
 _OPENAPI_HASH = "0" * 128
 
 
-def _openapi_group_versions() -> list[str]:
-    return [f"apis/{g}/{v}" if g else f"api/{v}" for g, versions in GROUPS.items() for v in versions]
+def _openapi_group_versions(groups: dict[str, list[str]]) -> list[str]:
+    return [f"apis/{g}/{v}" if g else f"api/{v}" for g, versions in groups.items() for v in versions]
 
 
-def _openapi_v3(gv: str) -> dict[str, Any]:
+def _openapi_v3(gv: str, enabled: frozenset[str]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for r in RESOURCES:
-        if (f"apis/{r.group}/{r.version}" if r.group else f"api/{r.version}") != gv:
+        if (f"apis/{r.group}/{r.version}" if r.group else f"api/{r.version}") != gv or not served(r, enabled):
             continue
         item = (f"/{gv}/namespaces/{{namespace}}/{r.plural}/{{name}}" if r.namespaced
                 else f"/{gv}/{r.plural}/{{name}}")
@@ -473,10 +475,10 @@ def _openapi_v3(gv: str) -> dict[str, Any]:
             "paths": paths, "components": {"schemas": {}}}
 
 
-def _resource_list(group: str, version: str) -> dict[str, Any]:
+def _resource_list(group: str, version: str, enabled: frozenset[str]) -> dict[str, Any]:
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version,
-            "resources": discovery_resources(group, version)}
+            "resources": discovery_resources(group, version, enabled)}
 
 
 def _validate_list_options(q: Any, watch: bool) -> None:

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import orjson
 
-from bench.simcluster import convert, defaults, errors
+from bench.simcluster import convert, defaults, errors, workloads
 from bench.simcluster import patch as patching
 from bench.simcluster.resources import RESOURCES, ResourceType, lookup
 
@@ -339,6 +339,10 @@ class Store:
                 snap[k] = e
         return snap
 
+    def _workload(self, ns: str, name: str) -> dict[str, Any] | None:
+        entry = self.tables[workloads.NATIVE[0], "workloads"].objects.get((ns, name))
+        return None if entry is None else entry.obj()
+
     def lookup_priority_class(self, name: str) -> dict[str, Any] | None:
         entry = self.tables[("scheduling.k8s.io", "priorityclasses")].objects.get(("", name))
         return None if entry is None else entry.obj()
@@ -462,7 +466,7 @@ class Store:
             elif content_type == "application/strategic-merge-patch+json":
                 if not isinstance(doc, dict):
                     raise errors.bad_request("error decoding patch: strategic merge patch must be a JSON object")
-                new = patching.strategic_merge_patch(view, doc, rt.kind)
+                new = patching.strategic_merge_patch(view, doc, patching.schema_kind(rt.kind, rt.group))
             else:
                 raise _unsupported_patch(accepted)
         except patching.PatchError as exc:
@@ -825,6 +829,8 @@ class Store:
                 obj["status"] = {"phase": "Active"}
             elif rt.kind in ("PersistentVolume", "PersistentVolumeClaim"):
                 obj["status"] = {"phase": "Pending"}
+        workloads.prepare_create(rt.kind, rt.group, rt.version, obj, self.lookup_priority_class,
+                                 self.default_priority_class)
         self._default(rt, obj)
         defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
@@ -835,8 +841,11 @@ class Store:
             default(obj)
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
+        owned = workloads.validate_create(rt.kind, rt.group, rt.version, obj, self._workload)
         if rt.group == "" and rt.kind == "Pod":
-            return defaults.validate_pod_create(obj)
+            return defaults.validate_pod_create(obj) + owned
+        if owned or rt.group in ("batch", "scheduling.k8s.io"):
+            return owned
         if rt.group == "" and rt.kind == "Node":
             return defaults.validate_node_create(obj)
         if rt.group == "" and rt.kind == "Event":
@@ -846,6 +855,9 @@ class Store:
     def _validate_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any],
                          subresource: str) -> list[errors.FieldError]:
         """Update-time admission (may complete ``new``) and validation."""
+        owned = workloads.validate_update(rt.kind, rt.group, rt.version, old, new, subresource)
+        if owned or rt.group in ("batch", "scheduling.k8s.io"):
+            return owned
         if rt.group == "" and rt.kind == "Pod":
             if subresource == "status":
                 status = new.get("status")

@@ -868,6 +868,36 @@ def _default_cells(obj: dict[str, Any], now: float) -> list[Any]:
     return [_name(obj), stamp]
 
 
+POD_GROUP_COLUMNS = (
+    NAME,
+    Column("Policy", description="SchedulingPolicy defines the scheduling policy for this instance of the "
+                                 "PodGroup. Controllers are expected to fill this field by copying it from a "
+                                 "PodGroupTemplate. This field is immutable."),
+    Column("Workload", description="Name of the referenced Workload object"),
+    Column("Status", description="Status of the PodGroup"),
+    AGE,
+)
+
+
+def _pod_group_cells(pg: dict[str, Any], now: float) -> list[Any]:
+    """scheduling.k8s.io/v1alpha2 PodGroup, as kube-apiserver 1.36.2 prints it (read off the real server):
+    Status is a DisruptionTarget condition's reason, else Scheduled or Unschedulable as PodGroupScheduled
+    is True or not, else Pending."""
+    spec = pg.get("spec") if isinstance(pg.get("spec"), dict) else {}
+    policy = spec.get("schedulingPolicy") if isinstance(spec.get("schedulingPolicy"), dict) else {}
+    kind = "Gang" if policy.get("gang") is not None else "Basic" if policy.get("basic") is not None else ""
+    conditions = [c for c in _get(pg, "status", "conditions") or [] if isinstance(c, dict)]
+    by_type = {c.get("type"): c for c in conditions}
+    if "DisruptionTarget" in by_type:
+        status = _str(by_type["DisruptionTarget"].get("reason"))
+    elif "PodGroupScheduled" in by_type:
+        status = "Scheduled" if by_type["PodGroupScheduled"].get("status") == "True" else "Unschedulable"
+    else:
+        status = "Pending"
+    workload = _str(_get(pg, "spec", "podGroupTemplateRef", "workload", "workloadName")) or "<none>"
+    return [_name(pg), kind, workload, status, _age(pg, now)]
+
+
 DEFAULT_PRINTER = Printer(DEFAULT_COLUMNS, _default_cells)
 
 # keyed by the storage resource, so a view (events.k8s.io/v1 events) prints like its storage
@@ -886,6 +916,7 @@ BUILTIN: dict[tuple[str, str], Printer] = {
     ("", "replicationcontrollers"): Printer(REPLICATION_CONTROLLER_COLUMNS, _replication_controller_cells),
     ("apps", "replicasets"): Printer(REPLICA_SET_COLUMNS, _replica_set_cells),
     ("apps", "statefulsets"): Printer(STATEFUL_SET_COLUMNS, _stateful_set_cells),
+    ("scheduling.k8s.io", "podgroups"): Printer(POD_GROUP_COLUMNS, _pod_group_cells),
 }
 
 

@@ -2,7 +2,10 @@
 
 ``target`` is the simulated cluster (always) and a real kube-apiserver
 (when ``KUBEBUILDER_ASSETS`` holds kube-apiserver and etcd; otherwise that
-run is skipped and says why). Tests talk HTTP through ``target.req`` or
+run is skipped and says why). Both serve upstream's alpha native gang API
+(scheduling.k8s.io/v1alpha2); the real one runs the Job and
+podgroup-protection controllers when the assets have kube-controller-manager
+(tests needing them call ``target.needs_controllers(...)``). Tests talk HTTP through ``target.req`` or
 kubernetes-asyncio through ``target.api_client()``, in a fresh namespace
 ``target.ns``, and assert the same things on both: that is how the stand-in
 is kept honest.
@@ -36,6 +39,7 @@ from bench.simcluster.agent import AgentConfig
 from tests.support import envtest
 
 _ns_counter = itertools.count()
+NATIVE_CONTROLLERS = ("job-controller", "podgroup-protection-controller")
 
 
 @dataclass
@@ -57,11 +61,18 @@ class Target:
     session: aiohttp.ClientSession    # authenticated, TLS set up
     ns: str                           # a fresh namespace for this test
     sim: SimCluster | None = None
+    controllers: tuple[str, ...] = NATIVE_CONTROLLERS   # the kube-controller-manager controllers that run
     _clients: list[k8s.ApiClient] = field(default_factory=list)
 
     def only_sim(self, why: str) -> None:
         if self.sim is None:
             pytest.skip(f"simulated cluster only: {why}")
+
+    def needs_controllers(self, *names: str) -> None:
+        """Skip the real run when no kube-controller-manager runs these controllers."""
+        missing = [n for n in names if n not in self.controllers]
+        if missing:
+            pytest.skip(f"{', '.join(missing)} not running: {envtest.ASSETS_ENV} has no kube-controller-manager")
 
     async def req(self, method: str, path: str, body: Any = None, *, params: dict[str, str] | None = None,
                   content_type: str = "application/json", data: bytes | None = None) -> Resp:
@@ -141,7 +152,12 @@ async def real_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     if envtest.skip_reason() is not None:
         yield None
         return
-    async with envtest.real_apiserver(tmp_path_factory.mktemp("real")) as real:
+    # both servers serve the native gang API; the Job and podgroup-protection controllers run on
+    # the real one when the assets have kube-controller-manager (setup-envtest's do not)
+    assets = envtest.assets_dir()
+    controllers = NATIVE_CONTROLLERS if assets is not None and (assets / "kube-controller-manager").is_file() else ()
+    async with envtest.real_apiserver(tmp_path_factory.mktemp("real"), native_gangs=True,
+                                      controllers=controllers) as real:
         yield real
 
 
@@ -164,7 +180,8 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path,
         ctx = ssl.create_default_context(cafile=str(real_server.ca_file)) if real_server.ca_file else False
         session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {real_server.token}"},
                                         connector=aiohttp.TCPConnector(ssl=ctx), timeout=timeout)
-        t = Target("real", real_server.base_url, real_server.kubeconfig, session, "")
+        t = Target("real", real_server.base_url, real_server.kubeconfig, session, "",
+                   controllers=real_server.controllers)
         try:
             t.ns = await _new_namespace(session, t.url)
             yield t
@@ -174,7 +191,7 @@ async def target(request: pytest.FixtureRequest, tmp_path: Path,
             await session.close()
         return
     cluster = SimCluster(nodes=0, kubeconfig=tmp_path / "sim.kubeconfig", bookmark_interval=1.0,
-                         agent=AgentConfig(ready_delay=0.1, termination_delay=0.1, tick=0.01))
+                         agent=AgentConfig(ready_delay=0.1, termination_delay=0.1, tick=0.01), native_gangs=True)
     async with cluster:
         session = aiohttp.ClientSession(timeout=timeout)
         t = Target("sim", cluster.url, tmp_path / "sim.kubeconfig", session, "", sim=cluster)

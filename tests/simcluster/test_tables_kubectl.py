@@ -146,7 +146,9 @@ async def test_get_podgroups_shows_the_crd_printer_columns(target, tmp_path):
                          content_type="application/merge-patch+json")
     assert r.status == 200, r.body
 
-    text = await kubectl(target, tmp_path, "get", "podgroups")
+    # qualified: both servers here also serve scheduling.k8s.io/v1alpha2 PodGroups, which a bare
+    # "podgroups" names (a built-in group wins over a CRD); the short name "pg" is the CRD's alone
+    text = await kubectl(target, tmp_path, "get", "podgroups.scheduling.x-k8s.io")
     assert [name for name, _ in columns(text.splitlines()[0])] == \
         ["NAME"] + [c["name"].upper() for c in printer if not c.get("priority")]
     [row] = parse(text)

@@ -20,7 +20,9 @@ prints. Without it, :func:`skip_reason` says why the tests are skipped.
 then waits for ``/readyz``, creates the PodGroup CRD from ``manifests/crds``
 and waits until it is Established and served, makes sure namespace
 ``default`` exists, and writes a kubeconfig that kubernetes-asyncio and
-kubectl accept.
+kubectl accept. On request it also serves upstream's alpha gang API
+(``native_gangs``) and runs chosen controllers in a kube-controller-manager
+(``controllers``; the binary must be in the same folder).
 
 This module must never touch the user's own kubeconfig or ``~/.kube``, and
 never leave a process running: both processes are stopped (SIGTERM, then
@@ -62,6 +64,14 @@ ADMIN_GROUPS = ("system:masters",)
 # envtest's default; one /24 is plenty when nothing allocates ClusterIPs.
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 
+# Upstream's native gang API (scheduling.k8s.io/v1alpha2 PodGroup and Workload) is alpha: served only
+# with this --runtime-config and these gates, as ../shared/realk8s/up.sh starts its server.
+NATIVE_GANGS_RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+NATIVE_GANGS_GATES = ("GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,"
+                      "WorkloadAwarePreemption=true,WorkloadWithJob=true")
+# the controller-manager's gates (its own set: the scheduling ones it knows)
+NATIVE_GANGS_CONTROLLER_GATES = "GenericWorkload=true,GangScheduling=true,WorkloadWithJob=true"
+
 START_TIMEOUT = 60.0   # seconds etcd, then kube-apiserver, may take to answer healthy
 SETUP_TIMEOUT = 30.0   # seconds for the CRDs to be served and namespace default to exist
 STOP_GRACE = 5.0       # seconds between SIGTERM and SIGKILL
@@ -81,6 +91,7 @@ class RealAPIServer:
     kubeconfig: Path         # token + CA, for kubernetes-asyncio and kubectl
     token: str               # bearer token of a system:masters user
     ca_file: Path | None     # verifies the serving certificate
+    controllers: tuple[str, ...] = ()   # what a kube-controller-manager runs against it (none: no KCM)
 
 
 # --- finding the binaries ----------------------------------------------------
@@ -560,15 +571,40 @@ async def _ensure_namespace(api: _API, name: str, procs: Sequence[_Process]) -> 
 
 # --- the whole thing -------------------------------------------------------------
 
+async def _start_controller_manager(assets: Path, kubeconfig: Path, controllers: Sequence[str],
+                                    native_gangs: bool, logs: Path, procs: list[_Process]) -> None:
+    """kube-controller-manager from the assets folder, running only ``controllers``.
+
+    Its flags are ../shared/realk8s/up.sh's. It has no health endpoint here
+    (``--secure-port=0``); it is started once the server is ready and given a
+    moment to start its informers. A controller's effects are what tests wait for.
+    """
+    binary = assets / "kube-controller-manager"
+    if not _executable(binary):
+        raise _failure(f"{binary} is missing: controllers {', '.join(controllers)} need it", procs)
+    args = [f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--secure-port=0",
+            "--kube-api-qps=1000", "--kube-api-burst=2000", f"--controllers={','.join(controllers)}"]
+    if native_gangs:
+        args.append(f"--feature-gates={NATIVE_GANGS_CONTROLLER_GATES}")
+    procs.append(await _spawn("kube-controller-manager", binary, args, logs))
+    await asyncio.sleep(1.0)
+    if procs[-1].returncode is not None:
+        raise _failure("kube-controller-manager exited at start", procs)
+
+
 @asynccontextmanager
 async def real_apiserver(tmp: Path, *, crds: Sequence[Path] = (PODGROUP_CRD,),
-                         start_timeout: float = START_TIMEOUT) -> AsyncIterator[RealAPIServer]:
+                         start_timeout: float = START_TIMEOUT, native_gangs: bool = False,
+                         controllers: Sequence[str] = ()) -> AsyncIterator[RealAPIServer]:
     """Run etcd and kube-apiserver from ``KUBEBUILDER_ASSETS`` until the block exits.
 
     Everything (etcd data, certificates, keys, logs, kubeconfig) goes under
     ``tmp/envtest``, which must not exist yet, and is left there for
     inspection. ``crds`` are created and waited for before the block runs;
     ``start_timeout`` bounds the wait for etcd and again for kube-apiserver.
+    ``native_gangs`` serves upstream's alpha gang API (:data:`NATIVE_GANGS_RUNTIME_CONFIG`
+    and its gates); ``controllers`` (e.g. ``("job-controller",)``) are run by a
+    kube-controller-manager from the same folder, stopped with the rest.
     """
     assets = assets_dir()
     if assets is None:
@@ -611,10 +647,13 @@ async def real_apiserver(tmp: Path, *, crds: Sequence[Path] = (PODGROUP_CRD,),
                         procs, start_timeout)
 
         apiserver_help = await _help_text(apiserver_bin)
-        procs.append(await _spawn("kube-apiserver", apiserver_bin, apiserver_args(
+        args = apiserver_args(
             etcd_url=etcd_url, secure_port=secure_port, cert_dir=certs, token_file=token_file,
             sa_key=sa_key, sa_pub=sa_pub,
-            disable_insecure_port="--insecure-port" in apiserver_help), logs))
+            disable_insecure_port="--insecure-port" in apiserver_help)
+        if native_gangs:
+            args += [f"--runtime-config={NATIVE_GANGS_RUNTIME_CONFIG}", f"--feature-gates={NATIVE_GANGS_GATES}"]
+        procs.append(await _spawn("kube-apiserver", apiserver_bin, args, logs))
         api = _API(session, base_url, token, ca_file)
         await _wait_for(f"kube-apiserver at {base_url}/readyz", api.readyz, procs, start_timeout)
 
@@ -627,4 +666,7 @@ async def real_apiserver(tmp: Path, *, crds: Sequence[Path] = (PODGROUP_CRD,),
             raise _failure(f"setting up {base_url} failed: {type(e).__name__}: {e}", procs) from e
 
         kubeconfig = write_kubeconfig(root / "kubeconfig", server=base_url, token=token, ca_file=ca_file)
-        yield RealAPIServer(base_url=base_url, kubeconfig=kubeconfig, token=token, ca_file=ca_file)
+        if controllers:
+            await _start_controller_manager(assets, kubeconfig, controllers, native_gangs, logs, procs)
+        yield RealAPIServer(base_url=base_url, kubeconfig=kubeconfig, token=token, ca_file=ca_file,
+                            controllers=tuple(controllers))

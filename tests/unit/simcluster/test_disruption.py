@@ -26,7 +26,7 @@ NOW = 1_700_000_000.0
 WEB = {"app": "web"}
 
 API_VERSIONS = {"ReplicaSet": "apps/v1", "StatefulSet": "apps/v1", "ReplicationController": "v1",
-                "Job": "batch/v1", "Service": "v1"}
+                "Job": "batch/v1", "CronJob": "batch/v1", "Service": "v1"}
 RESOURCES = {"ReplicaSet": lookup("apps", "v1", "replicasets"), "StatefulSet": lookup("apps", "v1", "statefulsets"),
              "ReplicationController": lookup("", "v1", "replicationcontrollers")}
 
@@ -157,8 +157,10 @@ def test_count(spec, pods, controllers, want):
 SYNC_ERROR_CASES = [
     ({"maxUnavailable": 1}, [P("a", owner="ReplicaSet/gone")], 'found no controllers for pod "a"',
      "a pod whose controller is gone"),
-    ({"minAvailable": "50%"}, [P("a", owner="Job/j")], 'no matches for kind "Job" in version "batch/v1"',
+    ({"minAvailable": "50%"}, [P("a", owner="CronJob/j")], 'no matches for kind "CronJob" in version "batch/v1"',
      "a pod controlled by a kind the stand-in does not serve"),
+    ({"minAvailable": "50%"}, [P("a", owner="Job/j")], "jobs.batch does not implement the scale subresource",
+     "a pod controlled by a Job, which has no scale"),
     ({"maxUnavailable": 1}, [P("a", owner="Service/s")], "services does not implement the scale subresource",
      "a pod controlled by a kind without a scale"),
     ({"minAvailable": "5"}, [], "invalid value for IntOrString: invalid type: string is not a percentage",

@@ -25,3 +25,20 @@ def test_termination_delay_flag_refuses_what_is_not_a_duration(value, capsys):
         parser().parse_args(["--termination-delay", value])
     assert exc.value.code == 2
     assert "--termination-delay" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,want", [
+    ([], False),
+    (["--runtime-config", "scheduling.k8s.io/v1alpha2=true"], True),
+    (["--runtime-config", "scheduling.k8s.io/v1alpha2"], True),
+    (["--runtime-config", "scheduling.k8s.io/v1alpha2=false"], False),
+], ids=["off without the flag, as a real server", "on", "on: a bare group/version means true", "off"])
+def test_runtime_config_enables_the_native_gang_api(argv, want):
+    assert parser().parse_args(argv).runtime_config is want
+
+
+def test_runtime_config_refuses_what_is_not_simulated(capsys):
+    with pytest.raises(SystemExit) as exc:
+        parser().parse_args(["--runtime-config", "resource.k8s.io/v1beta1=true"])
+    assert exc.value.code == 2
+    assert "only scheduling.k8s.io/v1alpha2=true|false is simulated" in capsys.readouterr().err
