@@ -64,9 +64,9 @@ import orjson
 
 from bench.record import Recorder
 from bench.target import Target
-from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny,
-                            CreateNamespaces, CreateNodes, CreatePodGroups, CreatePods, DeletePods, Op, Sleep,
-                            StartCollectingMetrics, StopCollectingMetrics, Workload)
+from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL,
+                            Barrier, Churn, CreateAny, CreateNamespaces, CreateNodes, CreatePodGroups, CreatePods,
+                            DeletePods, Op, Sleep, StartCollectingMetrics, StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
 
 log = logging.getLogger("tandem.bench.runner")

@@ -171,8 +171,8 @@ class App:
         for version in served:
             native = version == NATIVE_POD_GROUP_API_VERSION
             self.informers.append(Informer(
-                self.client, f"/apis/{version}/podgroups", name="podgroups.scheduling.k8s.io" if native else "podgroups",
-                clock=clock, on_add=functools.partial(sched.on_pod_group_add, native=native),
+                self.client, f"/apis/{version}/podgroups",
+                name="podgroups.scheduling.k8s.io" if native else "podgroups", clock=clock, on_add=functools.partial(sched.on_pod_group_add, native=native),
                 on_update=functools.partial(sched.on_pod_group_update, native=native),
                 on_delete=functools.partial(sched.on_pod_group_delete, native=native)))
         if served:

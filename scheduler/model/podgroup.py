@@ -145,7 +145,8 @@ def missing_group_message(key: str) -> str:
     """What a pod whose PodGroup does not exist waits with (kube-scheduler holds such pods without a word)."""
     native, ns, name = split_gang_key(key)
     if native:
-        return f'waiting for pod\'s pod group "{name}" to appear: PodGroup {ns}/{name} ({NATIVE_POD_GROUP_API_VERSION}) not found'
+        return (f'waiting for pod\'s pod group "{name}" to appear: PodGroup {ns}/{name} '
+                f"({NATIVE_POD_GROUP_API_VERSION}) not found")
     return f"PodGroup {key} not found"
 
 
