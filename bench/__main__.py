@@ -305,7 +305,11 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
     served: Served | None = None
     ok = False
     try:
-        async with open_target(kubeconfig, workdir) as target:
+        from bench.workload import NATIVE_POD_GROUP_API_VERSION, uses_native_gangs
+
+        # the simulated cluster serves upstream's native gang API only when asked, as a real server
+        sim_args = [f"--runtime-config={NATIVE_POD_GROUP_API_VERSION}=true"] if uses_native_gangs(workload) else []
+        async with open_target(kubeconfig, workdir, sim_args) as target:
             async with serve(spec, target, workdir) as served:
                 recorder = EdgeRecorder(scheduler_name=served.name)
                 sampler = ProcessSampler(served.pid) if served.pid else None

@@ -65,8 +65,9 @@ import orjson
 from bench.record import Recorder
 from bench.target import Target
 from bench.pipelines import create_pipeline_runs
-from bench.workload import (POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny,
-                            CreateNamespaces, CreateNodes, CreatePipelineRuns, CreatePodGroups, CreatePods,
+from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL,
+                            Barrier, Churn, CreateAny, CreateNamespaces, CreateNodes, CreatePipelineRuns,
+                            CreatePodGroups, CreatePods,
                             DeletePods, Op, Sleep, StartCollectingMetrics, StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
 
@@ -536,7 +537,7 @@ class _Run:
             nonlocal created
             name, labels = pods[i]
             body = make(name, labels)
-            group = labels.get(POD_GROUP_LABEL, "")
+            group = labels.get(POD_GROUP_LABEL, "") or labels.get(NATIVE_GROUP_LABEL, "")
             recorder.created(keys[i], time.time(), measured,  # before the request: the watch may answer first
                              f"{namespace}/{group}" if group else "")
             await self._create(path, body)
@@ -699,7 +700,9 @@ class _Run:
         g_rest = {k: v for k, v in g_meta.items() if k not in ("name", "generateName", "namespace")}
         g_prefix = _prefix(gt, "gang-")
         api_version = gt.get("apiVersion") or POD_GROUP_API_VERSION
-        g_spec = {**(gt.get("spec") or {}), "minMember": op.min_member}
+        native = api_version == NATIVE_POD_GROUP_API_VERSION
+        g_spec = {**(gt.get("spec") or {}), "schedulingPolicy": {"gang": {"minCount": op.min_member}}} if native \
+            else {**(gt.get("spec") or {}), "minMember": op.min_member}
         g_path = _plural_path(api_version, gt.get("kind") or "PodGroup", ns)
         groups = [f"{g_prefix}{self.run_id}-{next(self.seq)}" for _ in range(op.count)]
 
@@ -711,7 +714,12 @@ class _Run:
 
         base = dict((op.pod_template.get("metadata") or {}).get("labels") or {})
         make = self._pod_maker(op.pod_template, ns)
-        pods = [(f"{g}-{j}", {**base, POD_GROUP_LABEL: g}) for g in groups for j in range(op.pods_per_group)]
+        if native:
+            # members join with spec.schedulingGroup; the label only tells the recorder the gang (and is not
+            # scheduler-plugins' label, which would name a second group)
+            make = _joining(make)
+        label = NATIVE_GROUP_LABEL if native else POD_GROUP_LABEL
+        pods = [(f"{g}-{j}", {**base, label: g}) for g in groups for j in range(op.pods_per_group)]
         measured = op.collect_metrics or self._in_window(ns, base)
         started = op.collect_metrics and not self.recorder.collecting
         if started:
@@ -901,3 +909,17 @@ async def run_workload(workload: Workload, target: Target, scheduler_name: str, 
     its own. Raises :class:`RunError` when an op fails or times out.
     """
     await _Run(workload, target, scheduler_name, recorder, progress, timeout).run()
+
+
+# the native members' label: which gang a pod is in, for the recorder (the API's link is spec.schedulingGroup)
+NATIVE_GROUP_LABEL = "bench.tandem.dev/pod-group"
+
+
+def _joining(make: Callable[[str, dict[str, str]], dict]) -> Callable[[str, dict[str, str]], dict]:
+    """A pod maker whose pods join the native PodGroup their NATIVE_GROUP_LABEL names."""
+    def join(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        body = make(name, labels)
+        spec = orjson.loads(orjson.dumps(body["spec"]))
+        spec["schedulingGroup"] = {"podGroupName": labels[NATIVE_GROUP_LABEL]}
+        return {**body, "spec": spec}
+    return join

@@ -59,6 +59,15 @@ import yaml
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
+# upstream's native PodGroup (1.36, alpha): a group template of this apiVersion makes createPodGroups write
+# spec.schedulingPolicy.gang.minCount and join each member with spec.schedulingGroup.podGroupName
+NATIVE_POD_GROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"
+
+
+def uses_native_gangs(workload: Any) -> bool:
+    """Does the workload create native PodGroups (so a simulated cluster must serve scheduling.k8s.io/v1alpha2)?"""
+    return any(getattr(op, "group_template", {}).get("apiVersion") == NATIVE_POD_GROUP_API_VERSION
+               for op in workload.ops)
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
 # scheduler_perf's default node (templates/node-default.yaml): used when createNodes names no template

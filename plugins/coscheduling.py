@@ -7,6 +7,20 @@ scheduleTimeoutSeconds). A pod joins the gang named by its label
 ``scheduling.x-k8s.io/pod-group`` (or the kube-batch annotation
 ``scheduling.k8s.io/group-name``); its gang key is "namespace/name".
 
+The same mechanism serves upstream's native gangs (1.36's
+``scheduling.k8s.io/v1alpha2`` PodGroup, which kube-scheduler's
+GangScheduling plugin schedules): a pod joins with
+``spec.schedulingGroup.podGroupName``, its gang key is
+"scheduling.k8s.io/namespace/name" (the two APIs never share a gang),
+``minCount`` is the quorum and ``basic`` no gang. For such gangs the
+messages are upstream's: a member that would fit while its gang cannot be
+whole says ``pod group is unschedulable, waiting for minCount pods from a
+gang to be scheduled, ...`` (:data:`NATIVE_GANG_WAITING`), the member that
+fits nowhere says only why (``0/N nodes are available: ...``), and a pod
+whose PodGroup does not exist waits naming it. The plugin is registered a
+second time under upstream's name, GangScheduling (without QueueSort, as
+upstream's), so a configuration written for kube-scheduler enables it.
+
 * **QueueSort** keeps a gang's members next to each other: higher priority
   first, then the PodGroup's creation time (a pod without a group: its
   own), then the group, then the time the pod entered the queue.
@@ -66,11 +80,17 @@ from scheduler.framework import (
 from scheduler.framework.clock import Timer
 from scheduler.model import (
     CPU, PODS, Pod, PodGroup, QuantityError, canonical, could_run, gang_members_present, gang_waiting_message,
+    group_conflict, missing_group_message,
 )
 
 log = logging.getLogger("tandem.plugins.coscheduling")
 
 NAME = "Coscheduling"
+GANG_SCHEDULING = "GangScheduling"   # upstream's name for its native-gang plugin: the same mechanism here
+
+# what kube-scheduler 1.36 says on a native gang's member that would fit while the gang cannot be whole
+NATIVE_GANG_WAITING = ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, "
+                       "one or more plugins asked to wait and no plugin rejected pod")
 
 # the framework's longest Permit hold (runtime.MAX_PERMIT_TIMEOUT, upstream's maxTimeout)
 MAX_WAIT_SECONDS = 15 * 60
@@ -97,10 +117,11 @@ class CoschedulingArgs:
             raise ConfigError(f"{path}.podGroupBackoffSeconds: must be >= 0, got {self.pod_group_backoff_seconds}")
 
 
-@register
-class Coscheduling:
+class _GangMechanism:
+    """Everything of Coscheduling but its QueueSort: shared with GangScheduling, upstream's name for it."""
+
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"PreEnqueue", "QueueSort", "EnqueueExtensions", "PreFilter", "PostFilter",
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "EnqueueExtensions", "PreFilter", "PostFilter",
                                   "Reserve", "Permit", "Gang"})
     Args = CoschedulingArgs
 
@@ -119,7 +140,7 @@ class Coscheduling:
     # ------------------------------------------------------------------ gang identity
 
     def gang_key(self, pod: Pod) -> str | None:
-        return f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else None
+        return pod.gang or None
 
     def _pod_group(self, key: str) -> PodGroup | None:
         return self.handle.gangs.group(key)
@@ -134,28 +155,17 @@ class Coscheduling:
         t = pg.schedule_timeout_seconds
         return float(t) if t > 0 else float(self.args.permit_waiting_time_seconds)
 
-    # ------------------------------------------------------------------ QueueSort
-
-    def sort_key(self, info: Any) -> tuple:
-        """scheduler-plugins' Less as a key: priority, then group (or pod) creation, then group, then queue time."""
-        pod = info.pod
-        key = self.gang_key(pod)
-        created = pod.created
-        if key is not None:
-            pg = self._pod_group(key)
-            if pg is not None:
-                created = pg.created   # parsed once, when the informer delivered the PodGroup
-        return (-pod.priority, created, key or "", info.timestamp)
-
     # ------------------------------------------------------------------ PreEnqueue
 
     def pre_enqueue(self, pod: Pod) -> Status:
         key = self.gang_key(pod)
         if key is None:
             return _OK
+        st = self._unusable(pod, key)
+        if st is not None:
+            return st
         pg = self._pod_group(key)
-        if pg is None:
-            return Status(_UNRESOLVABLE, f"PodGroup {key} not found")
+        assert pg is not None
         if self._in_backoff(key):
             return Status(_UNRESOLVABLE, f"podGroup {key} failed recently")
         if key == self._activating:
@@ -182,15 +192,29 @@ class Coscheduling:
                     self._activating = None
         return _OK
 
+    def _unusable(self, pod: Pod, key: str) -> Status | None:
+        """Why no cycle can place the pod before something about its group changes, or None."""
+        conflict = group_conflict(pod)
+        if conflict:
+            return Status(_UNRESOLVABLE, conflict)
+        pg = self._pod_group(key)
+        if pg is None:
+            return Status(_UNRESOLVABLE, missing_group_message(key))
+        if pg.problem:
+            return Status(_UNRESOLVABLE, f"PodGroup {key}: {pg.problem}")
+        return None
+
     # ------------------------------------------------------------------ PreFilter
 
     def pre_filter(self, state: CycleState, pod: Pod, nodes: Any) -> tuple[None, Status]:
         key = self.gang_key(pod)
         if key is None:
             return None, _SKIP
+        st = self._unusable(pod, key)
+        if st is not None:
+            return None, st
         pg = self._pod_group(key)
-        if pg is None:
-            return None, Status(_UNRESOLVABLE, f"PodGroup {key} not found")
+        assert pg is not None
         if self._in_backoff(key):
             return None, Status(_UNRESOLVABLE, f"podGroup {key} failed recently")
         need = pg.min_member
@@ -265,6 +289,10 @@ class Coscheduling:
             return None, Status(Code.UNSCHEDULABLE)   # quorum reached, or other members may still reach it
         why = diagnosis.message() if hasattr(diagnosis, "message") else ""
         self._why[pod.uid] = why
+        if pg.native:
+            # upstream: the member that fits nowhere says only why; its siblings that would fit say they wait
+            self._fail_gang(key, NATIVE_GANG_WAITING)
+            return None, Status(Code.UNSCHEDULABLE)
         self._fail_gang(key, "optimistic rejection in PostFilter: " + _gang_message(key, pod, why))
         return None, Status(Code.UNSCHEDULABLE, f"PodGroup {key} gets rejected due to Pod {pod.name} "
                                                 f"is unschedulable even after PostFilter")
@@ -275,17 +303,23 @@ class Coscheduling:
         key = self.gang_key(pod)
         if key is None:
             return status.message()
+        pg = self._pod_group(key)
+        native = pg is not None and pg.native
         why = self._why.pop(pod.uid, None)
-        if why is not None:
-            return _gang_message(key, pod, why)    # PostFilter already rejected the gang
+        if why is not None:   # PostFilter already rejected the gang
+            return NATIVE_GANG_WAITING if native else _gang_message(key, pod, why)
         if self._in_backoff(key):
             return f"podGroup {key} failed recently"
-        pg = self._pod_group(key)
         if pg is not None and not self._doomed(key, pg, pod):
             return ""   # the gang can still be whole: the group cycle goes on with the next member
-        msg = _gang_message(key, pod, status.message())
+        msg = NATIVE_GANG_WAITING if native else _gang_message(key, pod, status.message())
         self._fail_gang(key, msg)
         return msg
+
+    def give_up(self, key: str, msg: str) -> None:
+        """The gang cannot be whole now for a reason of its own (no topology domain fits it): reject its
+        members waiting at Permit with ``msg`` and start its backoff, as a member that fits nowhere does."""
+        self._fail_gang(key, msg)
 
     def _doomed(self, key: str, pg: PodGroup, pod: Pod) -> bool:
         """Can the gang no longer reach quorum, now that ``pod`` fit nowhere?
@@ -321,7 +355,7 @@ class Coscheduling:
             n = 0
             for wp in fw.iterate_waiting_pods():
                 if self.gang_key(wp.pod) == key:
-                    wp.reject(NAME, msg)
+                    wp.reject(self.NAME, msg)
                     n += 1
             return n
         finally:
@@ -391,7 +425,7 @@ class Coscheduling:
             return _OK, 0.0
         pg = self._pod_group(key)
         if pg is None:
-            return Status(Code.UNSCHEDULABLE, f"PodGroup {key} not found"), 0.0
+            return Status(Code.UNSCHEDULABLE, missing_group_message(key)), 0.0
         # bound and assumed members, this one included: members bound before a restart count
         if len(self.handle.gangs.placed_members(key)) < pg.min_member:
             return Status(Code.WAIT), self._wait_time(pg)
@@ -401,7 +435,7 @@ class Coscheduling:
         if fw is not None:
             for wp in fw.iterate_waiting_pods():
                 if self.gang_key(wp.pod) == key:
-                    wp.allow(NAME)
+                    wp.allow(self.NAME)
         return _OK, 0.0
 
     # ------------------------------------------------------------------ EnqueueExtensions
@@ -417,16 +451,52 @@ class Coscheduling:
         ]
 
 
+@register
+class Coscheduling(_GangMechanism):
+    """scheduler-plugins' Coscheduling, with its QueueSort (see the module docstring)."""
+
+    NAME = NAME
+    EXTENSION_POINTS = _GangMechanism.EXTENSION_POINTS | {"QueueSort"}
+
+    # ------------------------------------------------------------------ QueueSort
+
+    def sort_key(self, info: Any) -> tuple:
+        """scheduler-plugins' Less as a key: priority, then group (or pod) creation, then group, then queue time."""
+        pod = info.pod
+        key = self.gang_key(pod)
+        created = pod.created
+        if key is not None:
+            pg = self._pod_group(key)
+            if pg is not None:
+                created = pg.created   # parsed once, when the informer delivered the PodGroup
+        return (-pod.priority, created, key or "", info.timestamp)
+
+
+
+@register
+class GangScheduling(_GangMechanism):
+    """Upstream's GangScheduling (1.36, the GangScheduling gate): tandem's gang mechanism under that name.
+
+    A kube-scheduler configuration that enables GangScheduling (its default set with the gates on does,
+    through multiPoint) gets the same all-or-nothing group cycle for both PodGroup APIs. No QueueSort:
+    upstream's has none, and a profile has exactly one queue sort (PrioritySort); the group cycle takes a
+    gang's queued members together whatever order the queue keeps. A profile enables one gang plugin,
+    Coscheduling or GangScheduling, not both (scheduler/config.py says so).
+    """
+
+    NAME = GANG_SCHEDULING
+
+
 # ---------------------------------------------------------------------------- queueing hints
 
 def _same_group(pod: Pod, old: Any, new: Any) -> int:
-    if isinstance(new, Pod) and new.pod_group and new.pod_group == pod.pod_group and new.namespace == pod.namespace:
+    if isinstance(new, Pod) and new.gang and new.gang == pod.gang:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
 
 def _own_pod_group(pod: Pod, old: Any, new: Any) -> int:
-    if isinstance(new, PodGroup) and new.namespace == pod.namespace and new.name == pod.pod_group:
+    if isinstance(new, PodGroup) and new.key == pod.gang:
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 
@@ -434,7 +504,7 @@ def _own_pod_group(pod: Pod, old: Any, new: Any) -> int:
 def _frees_room_for_others(pod: Pod, old: Any, new: Any) -> int:
     """A pod left its node. The gang's own members giving back their room (a rejected attempt) frees nothing
     the gang did not have; retrying on it would only make the gang take the room again before anyone else."""
-    if isinstance(old, Pod) and old.namespace == pod.namespace and old.pod_group and old.pod_group == pod.pod_group:
+    if isinstance(old, Pod) and old.gang and old.gang == pod.gang:
         return QueueingHint.SKIP
     return QueueingHint.QUEUE
 

@@ -92,7 +92,8 @@ from scheduler.framework.recreation import (  # RECREATE_ANNOTATION: the plugin'
 )
 from scheduler.framework.runtime import go_duration
 from scheduler.model import (
-    POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
+    POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
+    pod_group_path, split_gang_key,
 )
 
 log = logging.getLogger("tandem.plugins.gang_readiness")
@@ -108,7 +109,6 @@ PODS_READY = "PodsReady"
 PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
-API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 TICK_SECONDS = 1.0
 RECREATE_MARGIN_SECONDS = 30.0  # past the old pod's grace period before its slowness is reported
 POLL_SECONDS = 0.5              # how often a recreation looks whether the old pod is gone (a dict lookup)
@@ -184,7 +184,7 @@ class GangReadiness:
         self._writers: set[str] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         # bare pods to create again (the PodGroup's RECREATE_ANNOTATION, as this process knows it)
-        self._records = Records(handle, API_PREFIX)
+        self._records = Records(handle)
         self._recreating: dict[tuple[str, str], asyncio.Task[Any]] = {}   # (key, pod name) -> its task
         self.evicted = 0                      # pods deleted (metrics, tests)
         self.recreated = 0                    # bare pods created again
@@ -253,9 +253,9 @@ class GangReadiness:
 
     def hold(self, pod: Pod) -> Status | None:
         """Why ``pod`` must wait (UnschedulableAndUnresolvable), or None. Dictionary lookups only."""
-        if not pod.pod_group:
+        key = pod.gang
+        if not key:
             return None
-        key = f"{pod.namespace}/{pod.pod_group}"
         pg = self.handle.gangs.group(key)
         if pg is None or self.timeout_for(pg) is None:
             return None
@@ -502,9 +502,8 @@ class GangReadiness:
                 # a merge patch replaces the whole list: keep the other conditions as the API has them
                 others = [c for c in pg.status.get("conditions") or ()
                           if isinstance(c, dict) and c.get("type") != POD_GROUP_PODS_READY]
-                ns, name = key.split("/", 1)
                 try:
-                    await self.handle.client.patch(f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}/status",
+                    await self.handle.client.patch(f"{pod_group_path(key)}/status",
                                                    {"status": {"conditions": others + [cond], **extras}})
                 except asyncio.CancelledError:
                     raise
@@ -555,7 +554,7 @@ class GangReadiness:
             if (key, name) not in self._recreating:
                 log.info("PodGroup %s: resuming the recreation of evicted bare pod %s", key, name)
                 self._track(key, [name], self._spawn(self._recreate(key, name, entry),
-                                                     f"recreating {key.split('/', 1)[0]}/{name}"))
+                                                     f"recreating {split_gang_key(key)[1]}/{name}"))
 
     async def _evict_bare(self, key: str, pods: list[Pod], why: str) -> None:
         """Record how to create the bare pods again, then evict them; never the other way round."""
@@ -579,7 +578,7 @@ class GangReadiness:
 
     async def _recreate(self, key: str, name: str, entry: dict[str, Any]) -> None:
         """Create bare pod ``name`` again once its old pod is gone, then drop its entry. Idempotent."""
-        ns = key.split("/", 1)[0]
+        ns = split_gang_key(key)[1]
         path = f"/api/v1/namespaces/{ns}/pods"
         uid, body = str(entry.get("uid", "")), entry.get("pod") or {}
         clock = self.clock

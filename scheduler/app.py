@@ -38,7 +38,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.framework.clock import Clock
 from scheduler.informers import Informer
 from scheduler.leader import LeaderElector, LeaderOnlyWrites
-from scheduler.model import POD_GROUP_API_VERSION
+from scheduler.model import NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION
 from scheduler.observe import EventRecorder, HealthServer, Metrics, serve_health
 from scheduler.podgroups import STATUS_BURST, STATUS_QPS, PodGroupController
 from scheduler.scheduler import Scheduler
@@ -165,18 +165,26 @@ class App:
                            on_add=sched.on_priority_class_add, on_update=sched.on_priority_class_update,
                            on_delete=sched.on_priority_class_delete)
         self.informers = [nodes, classes]
-        if await self._serves(PODGROUPS_GROUP_VERSION):
+        # the two PodGroup APIs, each watched when the server serves it (discovery at start): scheduler-plugins'
+        # CRD, and upstream's scheduling.k8s.io/v1alpha2 (1.36 serves it with the runtime-config and gates)
+        served = [v for v in (PODGROUPS_GROUP_VERSION, NATIVE_POD_GROUP_API_VERSION) if await self._serves(v)]
+        for version in served:
+            native = version == NATIVE_POD_GROUP_API_VERSION
             self.informers.append(Informer(
-                self.client, f"/apis/{PODGROUPS_GROUP_VERSION}/podgroups", name="podgroups", clock=clock,
-                on_add=sched.on_pod_group_add, on_update=sched.on_pod_group_update,
-                on_delete=sched.on_pod_group_delete))
+                self.client, f"/apis/{version}/podgroups",
+                name="podgroups.scheduling.k8s.io" if native else "podgroups", clock=clock, on_add=functools.partial(sched.on_pod_group_add, native=native),
+                on_update=functools.partial(sched.on_pod_group_update, native=native),
+                on_delete=functools.partial(sched.on_pod_group_delete, native=native)))
+        if served:
             # listening before the informers start: their initial lists mark every group dirty
             self.pod_group_controller = PodGroupController(sched, writes, events, qps=self.podgroup_status_qps,
                                                           burst=self.podgroup_status_burst)
             sched.group_listeners.append(self.pod_group_controller.on_pod_change)
-        else:
-            log.warning("the API server does not serve %s: PodGroup gangs are off (apply manifests/crds)",
+        if PODGROUPS_GROUP_VERSION not in served:
+            log.warning("the API server does not serve %s: its PodGroup gangs are off (apply manifests/crds)",
                         PODGROUPS_GROUP_VERSION)
+        if NATIVE_POD_GROUP_API_VERSION not in served:
+            log.info("the API server does not serve %s: native pod groups are off", NATIVE_POD_GROUP_API_VERSION)
         # the Services' and controllers' selectors PodTopologySpread's system default constraints spread a
         # pod by (upstream helper.DefaultSelector), and the namespaces' labels InterPodAffinity's
         # namespaceSelector matches

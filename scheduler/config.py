@@ -29,6 +29,12 @@ Where tandem differs, on purpose:
 * tandem implements every plugin of kube-scheduler 1.36's default set. One it
   did not (none today) would be left out of the default set: disabling it would
   be fine; enabling it, or configuring its args, an error.
+* 1.36's gang plugins (GangScheduling, TopologyPlacementGenerator,
+  PodGroupPodsCount) and the placementGenerate / placementScore points are
+  accepted: GangScheduling is tandem's gang mechanism under upstream's name;
+  the other two name work tandem's group cycle does anyway, so they are
+  accepted and do nothing (plugins/topology_placement_generator.py). A
+  profile enables at most one gang plugin (Coscheduling or GangScheduling).
 * Scheduler extenders are not supported: a non-empty ``extenders`` is an
   error rather than silently ignored.
 * Explicit score weights must be 1..100 (0 means "unset" and becomes 1, as
@@ -427,7 +433,10 @@ def _check_leader_election(out: LeaderElection, path: str) -> None:
 # ---------------------------------------------------------------------------- profiles
 
 _PROFILE_FIELDS = ("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig")
-_PLUGINS_FIELDS = POINTS + (MULTI_POINT,)
+# kube-scheduler 1.36's placement points (a gang's candidate domains and their scores): tandem's group cycle
+# chooses the domain itself, so only the upstream plugins that implement them are accepted there, and ignored
+_PLACEMENT_POINTS = {"placementGenerate": ("TopologyPlacementGenerator",), "placementScore": ("PodGroupPodsCount",)}
+_PLUGINS_FIELDS = POINTS + (MULTI_POINT, *_PLACEMENT_POINTS)
 
 
 @dataclass(slots=True)
@@ -484,9 +493,20 @@ def _profile(doc: dict[str, Any], name: str, path: str) -> Profile:
             if e.name not in REGISTRY:
                 raise ConfigError(f"{e.path}.name: unknown plugin {e.name!r}{_unknown_hint(e.name)}")
 
+    for point, accepted in _PLACEMENT_POINTS.items():
+        for e in _plugin_set(custom.get(point), f"{path}.plugins.{point}")[0]:
+            if e.name not in REGISTRY:
+                raise ConfigError(f"{e.path}.name: unknown plugin {e.name!r}{_unknown_hint(e.name)}")
+            if e.name not in accepted:
+                raise ConfigError(f"{e.path}.name: plugin {e.name!r} does not implement {point}")
+
     plugins: dict[str, list[str]] = {}
     for point in POINTS:
         plugins[point] = _expand(point, sets[point], multi, f"{path}.plugins")
+    gangs = [n for n in plugins["permit"] if "Gang" in REGISTRY[n].EXTENSION_POINTS]
+    if len(gangs) > 1:
+        raise ConfigError(f"{path}.plugins: one gang plugin per profile, got {', '.join(gangs)} (GangScheduling is "
+                          f"upstream's name for Coscheduling's mechanism; disable one)")
 
     if len(plugins["queueSort"]) != 1:
         got = ", ".join(plugins["queueSort"]) or "none"

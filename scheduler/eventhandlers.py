@@ -24,8 +24,8 @@ from typing import Any, Callable
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
 from scheduler.model import (
-    Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_node, parse_pdb, parse_pod,
-    parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
+    Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_native_pod_group, parse_node,
+    parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
 )
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
@@ -53,11 +53,11 @@ class EventHandlers:
 
     def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
         for p in (old, pod):
-            if p is not None and p.pod_group:
-                key = f"{p.namespace}/{p.pod_group}"
+            if p is not None and p.gang:
+                key = p.gang
                 for fn in self.group_listeners:
                     fn(key)
-                if old is not None and pod is not None and old.pod_group == pod.pod_group:
+                if old is not None and pod is not None and old.gang == pod.gang:
                     return  # same group: once is enough
 
     def _store_pod(self, obj: dict[str, Any]) -> tuple[Pod, Pod | None]:
@@ -340,16 +340,18 @@ class EventHandlers:
         for fn in self.group_listeners:
             fn(key)
 
-    # PodGroups are parsed once, here, into the cache's gang index; cluster events carry the records
+    # PodGroups are parsed once, here, into the cache's gang index; cluster events carry the records.
+    # ``native``: the object is a scheduling.k8s.io/v1alpha2 PodGroup (its informer says so: list items
+    # may lack apiVersion), else scheduler-plugins' CRD
 
-    def on_pod_group_add(self, obj: dict[str, Any]) -> None:
-        pg = parse_pod_group(obj)
+    def on_pod_group_add(self, obj: dict[str, Any], native: bool = False) -> None:
+        pg = parse_native_pod_group(obj) if native else parse_pod_group(obj)
         self.cache.gangs.set_group(pg)
         self._pod_group_changed(pg.key)
         self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.ADD, "PodGroupAdd"), None, pg)
 
-    def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
-        pg = parse_pod_group(obj)
+    def on_pod_group_update(self, old_obj: dict[str, Any], obj: dict[str, Any], native: bool = False) -> None:
+        pg = parse_native_pod_group(obj) if native else parse_pod_group(obj)
         gangs = self.cache.gangs
         old = gangs.group(pg.key)
         gangs.set_group(pg)
@@ -357,8 +359,8 @@ class EventHandlers:
         if old is None or old.spec != pg.spec:
             self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.UPDATE, "PodGroupUpdate"), old, pg)
 
-    def on_pod_group_delete(self, obj: dict[str, Any]) -> None:
-        pg = parse_pod_group(obj)
+    def on_pod_group_delete(self, obj: dict[str, Any], native: bool = False) -> None:
+        pg = parse_native_pod_group(obj) if native else parse_pod_group(obj)
         self.cache.gangs.remove_group(pg.key)
         self._pod_group_changed(pg.key)
         self._reject_waiting_members(pg.key, f"PodGroup {pg.key} was deleted")

@@ -16,7 +16,10 @@ and starts one task that, per victim, concurrently: rejects it in memory
 when it waits at Permit, else patches ``DisruptionTarget=True`` (reason
 PreemptionByScheduler) on it, deletes it (its own grace period, a uid
 precondition so a successor of the same name is never hit) and records the
-``Preempted`` event. When the task ends the preemptor is activated; it binds
+``Preempted`` event. A gang whose disruption mode is PodGroup goes whole (the
+evaluator took every member); its PodGroup then gets ``DisruptionTarget=True``
+(reason PreemptionByScheduler) in its status.conditions, as upstream marks a
+pod group preempted whole. When the task ends the preemptor is activated; it binds
 once its victims are gone (terminating pods still hold their room in the
 cache). A failed eviction takes the nomination back and requeues the pod.
 At most ``EVICTING`` tasks make their API calls at once; the others wait
@@ -35,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler.apiclient import Conflict, NotFound
 from scheduler.framework.clock import Clock
-from scheduler.model import PREEMPTION_BY_SCHEDULER, Pod, marked_preempted
+from scheduler.model import DISRUPTION_POD_GROUP, PREEMPTION_BY_SCHEDULER, Pod, marked_preempted, pod_group_path
 from scheduler.podgroups import rfc3339
 
 if TYPE_CHECKING:
@@ -141,6 +144,7 @@ class Preemption:
                 errors = [o for o in outcomes if isinstance(o, BaseException)]
                 if errors:
                     raise errors[0]
+                await self._mark_gangs(api)
         except asyncio.CancelledError:
             result = "error"
             raise
@@ -171,6 +175,31 @@ class Preemption:
         except (NotFound, Conflict):
             return   # already gone (or a new pod with its name: never ours to delete)
         self._event(fw, pod, victim, node)
+
+    async def _mark_gangs(self, victims: list[tuple[Pod, Pod, str]]) -> None:
+        """DisruptionTarget=True on the PodGroups evicted whole. Its other conditions are kept as the informer
+        has them (a merge patch replaces the list); the status controller writes its own on the resourceVersion
+        it read, so a write of ours in between makes it read again rather than drop this one."""
+        done: set[str] = set()
+        for v, pod, _ in victims:
+            key = v.gang
+            pg = self.cache.gangs.group(key) if key and key not in done else None
+            if pg is None or pg.disruption_mode != DISRUPTION_POD_GROUP:
+                continue
+            done.add(key)
+            conds = [c for c in pg.status.get("conditions") or () if isinstance(c, dict)]
+            if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conds):
+                continue
+            cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
+                    "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
+                    "lastTransitionTime": rfc3339(self.clock.wall())}
+            others = [c for c in conds if c.get("type") != "DisruptionTarget"]
+            try:
+                await self.client.patch(f"{pod_group_path(key)}/status", {"status": {"conditions": others + [cond]}})
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reporting only: the eviction itself is done
+                log.warning("PodGroup %s: cannot write its DisruptionTarget condition: %s", key, exc)
 
     def _event(self, fw: "Framework | None", pod: Pod, victim: Pod, node: str) -> None:
         events = fw.handle.events if fw is not None else None

@@ -1,5 +1,18 @@
 """PodGroup status: phase, member counts and events, kept current from pod events.
 
+Each PodGroup API gets its own status. scheduler-plugins' CRD gets the
+phase and counts below. Upstream's ``scheduling.k8s.io/v1alpha2`` PodGroup
+gets what kube-scheduler 1.36 writes (:meth:`PodGroupController._sync_native`):
+one condition, ``PodGroupScheduled``, True with reason ``Scheduled`` and an
+empty message once quorum members have a node (never back to False: a
+quorum or basic group stays True with a pod still pending), False with
+reason ``Unschedulable`` and the message ``0/<n> placements are available,
+first placement status: pod group is unschedulable`` (n: the domains of its
+topology key, or 1) while its members were tried and fit nowhere, or
+reason ``SchedulerError`` with the member's message when an error stopped
+them. A native group short of pods gets no condition (upstream holds such
+pods without a word; the pods themselves say why, scheduler/preenqueue.py).
+
 scheduler-plugins runs a separate controller for this (its
 ``pkg/controllers/podgroup_controller.go``); tandem keeps it in the
 scheduler process, where the informers already hold every pod and PodGroup,
@@ -100,7 +113,11 @@ from typing import Any, Callable, Iterable
 from scheduler.framework.clock import Clock, TokenBucket
 from scheduler.model import (
     NOT_READY_FOR_SCHEDULING, POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED,
-    POD_GROUP_SCHEDULED, Pod, PodGroup, gang_members_present, gang_waiting_message, parse_time,
+    POD_GROUP_SCHEDULED, Pod, PodGroup, gang_members_present, gang_waiting_message, parse_time, pod_group_path,
+)
+from scheduler.podgroups_native import (  # the helpers both APIs' status share, importable from here as before
+    GangCounts, NativeStatus, count_members, pod_condition, rfc3339, scheduled_note, unschedulable_note,
+    waiting_message,
 )
 from scheduler.preenqueue import REPORT_DELAY
 
@@ -130,37 +147,6 @@ _OWNED: dict[str, Any] = {"phase": "", "scheduled": 0, "running": 0, "succeeded"
 
 
 # ---------------------------------------------------------------------------- the pure part
-
-
-@dataclass(frozen=True, slots=True)
-class GangCounts:
-    """What the members of one PodGroup are doing (members being deleted left out)."""
-
-    members: int = 0
-    scheduled: int = 0            # have a node (any phase)
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    attempted: bool = False       # some member has a node or was popped for a scheduling cycle
-
-
-def count_members(members: Iterable[Pod], attempted: Callable[[Pod], bool] = lambda p: False) -> GangCounts:
-    n = scheduled = running = succeeded = failed = 0
-    tried = False
-    for p in members:
-        n += 1
-        if p.node_name:
-            scheduled += 1
-            tried = True
-        elif not tried and attempted(p):
-            tried = True
-        if p.phase == "Running":
-            running += 1
-        elif p.phase == "Succeeded":
-            succeeded += 1
-        elif p.phase == "Failed":
-            failed += 1
-    return GangCounts(n, scheduled, running, succeeded, failed, tried)
 
 
 def compute_phase(prev: str, min_member: int, c: GangCounts, requeuing_limit_exceeded: bool = False) -> str:
@@ -193,42 +179,6 @@ def occupied_by(members: Iterable[Pod]) -> str:
     return ",".join(sorted(refs))
 
 
-def pod_condition(pod: Pod, type_: str) -> dict[str, Any] | None:
-    for c in (pod.raw.get("status") or {}).get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
-def waiting_message(members: Iterable[Pod]) -> str:
-    """The newest PodScheduled=False message of a member without a node ("" if none has one).
-
-    Newest by lastTransitionTime, then by name, so the text is stable between equal attempts.
-    """
-    best: tuple[float, str] | None = None
-    msg = ""
-    for p in members:
-        if p.node_name:
-            continue
-        c = pod_condition(p, "PodScheduled")
-        if c is None or c.get("status") != "False" or not c.get("message"):
-            continue
-        rank = (parse_time(c.get("lastTransitionTime")), p.name)
-        # newest first; among equals the first name wins (max over (time, -name) without negating strings)
-        if best is None or rank[0] > best[0] or (rank[0] == best[0] and rank[1] < best[1]):
-            best, msg = rank, str(c["message"])
-    return msg
-
-
-def unschedulable_note(scheduled: int, min_member: int, waiting: str) -> str:
-    need = max(min_member, 1)
-    return f"{scheduled}/{need} members have a node; waiting for {need - scheduled}: {waiting}"
-
-
-def scheduled_note(scheduled: int, min_member: int) -> str:
-    return f"{scheduled}/{max(min_member, 1)} members have a node; the gang is complete"
-
-
 def requeuing_limit_exceeded(status: dict[str, Any]) -> bool:
     """Has GangReadiness failed this group for good (its PodsReady condition says so)?"""
     for c in status.get("conditions") or ():
@@ -238,20 +188,15 @@ def requeuing_limit_exceeded(status: dict[str, Any]) -> bool:
     return False
 
 
-def rfc3339(epoch: float) -> str:
-    """metav1.Time: whole seconds, UTC."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
 def status_path(key: str) -> str:
-    ns, name = key.split("/", 1)
-    return f"{API_PREFIX}/namespaces/{ns}/podgroups/{name}/status"
+    """The status subresource of the PodGroup whose gang key is ``key`` (either API)."""
+    return f"{pod_group_path(key)}/status"
 
 
 # ---------------------------------------------------------------------------- the controller
 
 
-class PodGroupController:
+class PodGroupController(NativeStatus):
     """Keeps every PodGroup's status current; see the module docstring.
 
     ``scheduler`` is the :class:`scheduler.scheduler.Scheduler` (its pods,
@@ -289,6 +234,8 @@ class PodGroupController:
         self._short_since: dict[str, float] = {}
         self._recheck: dict[str, Any] = {}
         self._cond_sent: dict[str, str] = {}
+        self._native_sent: dict[str, tuple[str, str, str]] = {}   # key -> the native condition last written
+        self._whole: set[str] = set()                 # native groups whose Scheduled event was recorded
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
         self.writes = 0                               # status patches that succeeded
@@ -413,6 +360,8 @@ class PodGroupController:
         if pg is None:
             self._forget(key)
             return False
+        if pg.native:
+            return self._sync_native(key, pg, now)
         known = self._known(key, pg.status)
         got = self.desired(key, str(known["phase"] or ""))
         if got is None:
@@ -474,6 +423,7 @@ class PodGroupController:
         except Exception as exc:  # noqa: BLE001 - the client already retried what is worth retrying
             self._sent.pop(key, None)
             self._cond_sent.pop(key, None)
+            self._native_sent.pop(key, None)
             status = getattr(exc, "status", None)
             if status == 404:
                 log.debug("PodGroup %s is gone; not writing its status", key)
@@ -490,8 +440,10 @@ class PodGroupController:
                 self._wake.set()
 
     def _forget(self, key: str) -> None:
-        for d in (self._last_write, self._failures, self._sent, self._notes, self._short_since, self._cond_sent):
+        for d in (self._last_write, self._failures, self._sent, self._notes, self._short_since, self._cond_sent,
+                  self._native_sent):
             d.pop(key, None)
+        self._whole.discard(key)
         timer = self._recheck.pop(key, None)
         if timer is not None:
             timer.cancel()

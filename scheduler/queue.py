@@ -517,8 +517,8 @@ def _own_gang_release(qi: QueuedPodInfo, event: ClusterEvent, old: Any) -> bool:
     fit would retry itself at every backoff step, forever, with nothing changed in the cluster.
     """
     pod = qi.pod
-    return (bool(pod.pod_group) and event.resource == Resource.ASSIGNED_POD and event.action == ActionType.DELETE
-            and getattr(old, "pod_group", "") == pod.pod_group and getattr(old, "namespace", "") == pod.namespace)
+    return (bool(pod.gang) and event.resource == Resource.ASSIGNED_POD and event.action == ActionType.DELETE
+            and getattr(old, "gang", "") == pod.gang)
 
 
 def _may_help(old: "Pod", new: "Pod") -> bool:

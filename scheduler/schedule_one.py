@@ -36,9 +36,10 @@ import numpy as np
 from scheduler.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
+from scheduler.framework.placement import DomainChoice, choose_domain, copies_per_node, topology_message
 from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
-from scheduler.model import Pod
+from scheduler.model import Pod, PodGroup, group_conflict
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.state.cache import Cache
 
@@ -123,11 +124,70 @@ class ScheduleOne:
         members = [qi]
         try:
             members += self.queue.take_group(key, qi.profile)
+            pg = self.cache.gangs.group(key)
+            if pg is not None and pg.topology_key:
+                choice = self._choose_domain(fw, key, pg, members)
+                if not choice.fits:
+                    self._no_domain(fw, key, members, choice)
+                    return
+                fw.placement = choice.mask
             self._group_cycle(fw, key, members)
         except Exception as exc:  # a bug in the group cycle itself: the gang is rejected as a whole
             log.exception("the group cycle of PodGroup %s failed", key)
             self._reject_gang(fw, key, members, f"PodGroup {key} gets rejected due to an error: "
                                                 f"{Status.from_error(exc).message()}", "")
+        finally:
+            fw.placement = None
+
+    # ------------------------------------------------------------------ topology-constrained gangs
+
+    def _choose_domain(self, fw: Framework, key: str, pg: PodGroup, members: list[QueuedPodInfo]) -> DomainChoice:
+        """The one domain of the PodGroup's topology key its members go into (framework/placement.py).
+
+        Per member shape (same requests), the rows its PreFilter and Filter pass, as its own cycle computes
+        them (on a throwaway CycleState), and the copies each row holds. Members already on a node fix the
+        domain; placed in two domains (another scheduler's doing), none fits.
+        """
+        nodes = self.cache.nodes
+        tkey = pg.topology_key
+        placed = self.cache.gangs.placed_members(key)
+        required: str | None = None
+        if placed:
+            ids = nodes.label(tkey)
+            seen: set[int] = set()
+            for node in placed.values():   # the gang's members, never the nodes
+                row = nodes.row(node)
+                seen.add(int(ids[row]) if ids is not None and row is not None else 0)
+            values = nodes.label_values(tkey)
+            required = values[seen.pop()] if len(seen) == 1 else ""
+        shapes: dict[tuple, tuple[Pod, int]] = {}
+        for m in members:
+            shape = tuple(sorted(m.pod.requests.items()))
+            first, count = shapes.get(shape, (m.pod, 0))
+            shapes[shape] = (first, count + 1)
+        fits: list[tuple[np.ndarray, np.ndarray, int]] = []
+        for pod, count in shapes.values():
+            state = CycleState()
+            rows, st, diag = fw.run_pre_filter(state, pod)
+            if st.is_success():
+                rows, st = fw.run_filter_with_nominated(state, pod, rows, diag)
+            if not st.is_success() or not len(rows):
+                continue
+            fits.append((rows, copies_per_node(nodes, rows, pod.requests), count))
+        need = max(pg.quorum - len(placed), 0)
+        return choose_domain(nodes, tkey, fits, need, required)
+
+    def _no_domain(self, fw: Framework, key: str, members: list[QueuedPodInfo], choice: DomainChoice) -> None:
+        """No single domain fits the gang: none of it is placed. Its pods say so with tandem's numbers, its
+        members waiting at Permit (a partly placed gang's) are rejected, and it waits for the cluster to change."""
+        gang = fw.gang
+        msg = f"pod group is unschedulable: {topology_message(choice)}"
+        if gang is not None and hasattr(gang, "give_up"):
+            gang.give_up(key, msg)
+        for m in members:
+            m.unschedulable_plugins = {gang.NAME} if gang is not None else set()
+            self._fail(fw, m, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME if gang is not None else ""),
+                       reason="Unschedulable", message=msg)
 
     def _group_cycle(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> None:
         """The members' cycles back to back, largest first; a member's verdict may end the gang's attempt."""
@@ -379,7 +439,7 @@ class ScheduleOne:
         rejector, which no plugin registers events for, and waits for an update of its own or the
         periodic flush rather than being retried at every node or pod event.
         """
-        field_, why = unsupported(qi.pod)
+        field_, why = unsupported(qi.pod, fw.gang is not None)
         if not why:
             return None
         qi.unschedulable_plugins = {field_}
@@ -407,18 +467,24 @@ class ScheduleOne:
         return ""
 
 
-def unsupported(pod: Pod) -> tuple[str, str]:
-    """(field, why) for a field of the pod that tandem ignores in every profile, or ("", "").
+def unsupported(pod: Pod, gangs: bool = True) -> tuple[str, str]:
+    """(field, why) for a field of the pod this profile cannot honour, or ("", "").
 
-    Such a field changes where upstream's default profile may place the pod, and no plugin of tandem
-    reads it, so placing the pod as if it were absent would be silently wrong. Today that is
-    ``spec.schedulingGroup`` (1.36's native gangs: kube-scheduler's GangScheduling places the members of
-    a scheduling.k8s.io/v1alpha2 PodGroup together or not at all), which tandem does not schedule yet;
-    a member placed alone would break its gang. Fields that only some plugins read (resource claims,
-    volumes, node declared features) are refused, or evaluated, by those plugins, and a profile that
-    disables one opts out of its field as in upstream.
+    ``spec.schedulingGroup`` (1.36's native gangs) is evaluated by the profile's gang plugin
+    (Coscheduling, or GangScheduling as upstream names it): a profile without one cannot keep a gang
+    whole, and a member placed alone would break it, so the pod is refused naming the field. A pod that
+    names a native group and a scheduler-plugins group both, or an empty podGroupName, is refused in
+    every profile (model.group_conflict). Fields that only some plugins read (resource claims, volumes,
+    node declared features) are refused, or evaluated, by those plugins, and a profile that disables
+    one opts out of its field as in upstream.
     """
-    if pod.scheduling_group is not None:
+    if pod.scheduling_group is None:
+        return "", ""
+    conflict = group_conflict(pod)
+    if conflict:
+        return "spec.schedulingGroup", conflict
+    if not gangs:
         return "spec.schedulingGroup", (f'pod uses spec.schedulingGroup (podGroupName "{pod.scheduling_group}"): '
-                                        f"tandem does not schedule scheduling.k8s.io/v1alpha2 pod groups yet")
+                                        f"this profile has no gang plugin to keep its pod group whole "
+                                        f"(enable GangScheduling or Coscheduling)")
     return "", ""

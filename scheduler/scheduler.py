@@ -116,7 +116,7 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         if not st.is_success():
             pod = qi.pod
             reports.rejected(qi.uid, qi.profile, st.plugin, st.message(),
-                             f"{pod.namespace}/{pod.pod_group}" if pod.pod_group else "")
+                             pod.gang)
         elif qi.uid in reports:   # O(1) for the pods that were never held
             reports.passed(qi.uid)
             self._retract_not_ready(qi.uid)

@@ -380,7 +380,7 @@ class PodTable:
         req[i, R_PODS] = 1
         self.prio[i] = pod.priority
         self.start[i] = pod.start_time if pod.start_time > 0 else np.inf
-        self.gang[i] = self.gang_id(f"{pod.namespace}/{pod.pod_group}") if pod.pod_group else -1
+        self.gang[i] = self.gang_id(pod.gang) if pod.gang else -1
         self.deleting[i] = pod.deleting
 
     def update(self, pod: Pod) -> None:

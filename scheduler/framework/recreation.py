@@ -48,7 +48,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from scheduler.model import Pod, PodGroup, parse_time
+from scheduler.model import Pod, PodGroup, parse_time, pod_group_path
 
 if TYPE_CHECKING:
     from scheduler.framework.handle import Client, Handle
@@ -171,9 +171,8 @@ class Records:
     """The bare pods to create again, per PodGroup, as this process knows them, and their writer: the
     PodGroup's RECREATE_ANNOTATION is written from here only, one write at a time per group."""
 
-    def __init__(self, handle: Handle, api_prefix: str) -> None:
+    def __init__(self, handle: Handle) -> None:
         self.handle = handle
-        self.api_prefix = api_prefix                               # the PodGroup API's path
         self.entries: dict[str, dict[str, dict[str, Any]]] = {}   # key -> pod name -> {"uid", "pod"}
         self.read: set[str] = set()                               # groups whose annotation was read
         self.written: dict[str, str | None] = {}                  # key -> the annotation's value, last written
@@ -224,9 +223,8 @@ class Records:
                     or encode_records(records, None)   # smaller than before, or the API says no
             if key in self.written and self.written[key] == value:
                 return True
-            ns, name = key.split("/", 1)
             try:
-                await self.handle.client.patch(f"{self.api_prefix}/namespaces/{ns}/podgroups/{name}",
+                await self.handle.client.patch(pod_group_path(key),
                                                {"metadata": {"annotations": {RECREATE_ANNOTATION: value}}})
             except asyncio.CancelledError:
                 raise

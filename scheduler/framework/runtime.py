@@ -83,6 +83,9 @@ class Diagnosis:
         return msg
 
 
+# the nodes a topology-constrained gang's member may not use: outside the one domain its gang goes into
+OUTSIDE_DOMAIN = "node(s) outside the pod group's topology domain"
+
 # upstream's maxTimeout: no Permit plugin may hold a pod longer
 MAX_PERMIT_TIMEOUT = 15 * 60.0
 
@@ -216,6 +219,9 @@ class Framework:
         self.waiting: dict[str, WaitingPod] = {}
         # the plugin that groups pods into gangs (tandem's group cycle), if the profile has one
         self.gang = next(iter(declaring("Gang")), None)
+        # bool[rows]: while a topology-constrained gang's group cycle runs, the rows of the one domain it
+        # goes into (scheduler/framework/placement.py); PreFilter leaves the others out, for preemption too
+        self.placement: np.ndarray | None = None
 
     # ------------------------------------------------------------------ queueing
 
@@ -302,7 +308,23 @@ class Framework:
             diag.unschedulable_plugins.update(narrowed_by)
             diag.unresolvable_rows = np.setdiff1d(rows, narrowed, assume_unique=True)
             rows = narrowed
+        if self.placement is not None:
+            rows = self._in_placement(rows, diag)
         return rows, SUCCESS, diag
+
+    def _in_placement(self, rows: np.ndarray, diag: Diagnosis) -> np.ndarray:
+        """``rows`` inside the gang's domain; the rest count as outside it, and preemption cannot help there."""
+        mask = self.placement
+        assert mask is not None
+        inside = np.zeros(len(rows), dtype=bool)
+        known = rows < len(mask)
+        inside[known] = mask[rows[known]]
+        outside = rows[~inside]
+        if len(outside):
+            diag.add(OUTSIDE_DOMAIN, len(outside))
+            diag.unresolvable_rows = outside if diag.unresolvable_rows is None else \
+                np.union1d(diag.unresolvable_rows, outside)
+        return rows[inside]
 
     def run_filter(self, state: CycleState, pod: "Pod", rows: np.ndarray, diag: Diagnosis) -> tuple[np.ndarray, Status]:
         """Rows that pass every Filter; rejections are counted into ``diag``."""

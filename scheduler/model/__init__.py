@@ -42,6 +42,8 @@ from scheduler.model.podgroup import (
     DISRUPTION_MODE_ANNOTATION, DISRUPTION_POD, DISRUPTION_POD_GROUP, DISRUPTION_SINGLE, NOT_READY_FOR_SCHEDULING,
     POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, POD_GROUP_SCHEDULED, PodGroup,
     could_run, gang_members_present, gang_waiting_message, parse_pod_group,
+    NATIVE_KEY_PREFIX, NATIVE_POD_GROUP_API_VERSION, TOPOLOGY_KEY_ANNOTATION, native_gang_key,
+    parse_native_pod_group, pod_group_path, split_gang_key, group_conflict, missing_group_message,
 )
 from scheduler.model.csi import (
     IN_TREE_PLUGINS, MIGRATABLE_PLUGINS, MIGRATED_PLUGINS_ANNOTATION, CSINode, VolumeAttachment, in_tree_driver,
@@ -74,6 +76,8 @@ __all__ = [
     "gang_waiting_message", "parse_pod_group", "ANN_BIND_COMPLETED", "ANN_BOUND_BY_CONTROLLER", "ANN_SELECTED_NODE",
     "ANN_STORAGE_CLASS", "NOT_SUPPORTED_PROVISIONER", "VOLUME_AVAILABLE", "ClaimRef", "CSIDriver", "CSIStorageCapacity",
     "parse_csi_driver", "parse_csi_storage_capacity", "BINDING_IMMEDIATE",
+    "NATIVE_KEY_PREFIX", "NATIVE_POD_GROUP_API_VERSION", "TOPOLOGY_KEY_ANNOTATION", "native_gang_key",
+    "parse_native_pod_group", "pod_group_path", "split_gang_key", "group_conflict", "missing_group_message",
     "BINDING_WAIT_FOR_FIRST_CONSUMER", "MULTI_ZONE_DELIMITER", "PV_TOPOLOGY_LABELS", "PersistentVolume",
     "PersistentVolumeClaim", "StorageClass", "parse_pv", "parse_pvc", "parse_storage_class", "pvc_volume_claims",
     "uses_pvc_volume_claim", "IN_TREE_PLUGINS", "MIGRATED_PLUGINS_ANNOTATION", "CSINode", "VolumeAttachment",

@@ -22,6 +22,8 @@ from scheduler.model.selectors import (
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 POD_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+# a native (scheduling.k8s.io/v1alpha2) gang's index key is "scheduling.k8s.io/ns/name" (model/podgroup.py)
+NATIVE_KEY_PREFIX = "scheduling.k8s.io/"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"   # DisruptionTarget's reason when a scheduler preempts a pod
 
 
@@ -100,12 +102,25 @@ class Pod:
     disks: tuple[tuple[str, bool, bool], ...] = ()
     # NodeVolumeLimits: (in-tree plugin, handle) of its inline volumes that CSI migration counts (model/csi.py)
     inline_attach: tuple[tuple[str, str], ...] = ()
-    pod_group: str = ""
+    pod_group: str = ""           # the scheduler-plugins PodGroup it joins (label, or kube-batch annotation)
     # spec.schedulingGroup.podGroupName: the scheduling.k8s.io/v1alpha2 PodGroup the pod belongs to
-    # (None: no spec.schedulingGroup; "" when it names none); tandem refuses such pods for now
+    # (None: no spec.schedulingGroup; "" when it names none)
     scheduling_group: str | None = None
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def gang(self) -> str:
+        """The gang index key of the PodGroup the pod joins ("" none): the native API's, else the CRD's.
+
+        A pod naming both is refused in its cycle (schedule_one.unsupported) and at PreEnqueue; it is
+        indexed under the native group, whose members it would be scheduled with.
+        """
+        if self.scheduling_group:
+            return f"{NATIVE_KEY_PREFIX}{self.namespace}/{self.scheduling_group}"
+        if self.pod_group:
+            return f"{self.namespace}/{self.pod_group}"
+        return ""
 
     @property
     def key(self) -> str:

@@ -1,9 +1,22 @@
-"""The one PodGroup record every gang consumer reads, its parser, and how a gang's members are counted.
+"""The one PodGroup record every gang consumer reads, its two parsers, and how a gang's members are counted.
 
-Today the record is parsed from scheduler-plugins' PodGroup CRD; a second
-PodGroup API (upstream's scheduling.k8s.io) gets its own parser here onto
-the same record, so Coscheduling, GangReadiness and the status controller
-stay as they are.
+Two APIs map onto one record, so Coscheduling, GangReadiness, preemption
+and the status controller read the same fields whichever a gang uses:
+
+* scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` PodGroup CRD
+  (:func:`parse_pod_group`): minMember, minResources,
+  scheduleTimeoutSeconds; tandem's annotations add a disruption mode and a
+  topology key;
+* upstream's ``scheduling.k8s.io/v1alpha2`` PodGroup (1.36, alpha;
+  :func:`parse_native_pod_group`): ``schedulingPolicy.gang.minCount`` is the
+  quorum, ``schedulingPolicy.basic`` is no gang, and
+  ``schedulingConstraints.topology[0].key``, ``disruptionMode`` and
+  ``priority`` carry over.
+
+A gang's key in the index says which API it uses, so a native group and a
+CRD group of one name in one namespace never merge: ``ns/name`` for the
+CRD (as always), ``scheduling.k8s.io/ns/name`` for the native API (a
+namespace is a DNS label, without dots, so the two forms cannot meet).
 """
 
 from __future__ import annotations
@@ -12,9 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 from scheduler.model.fields import _d, _int, parse_time
-from scheduler.model.pod import Pod
+from scheduler.model.pod import NATIVE_KEY_PREFIX, Pod
 
 POD_GROUP_API_VERSION = "scheduling.x-k8s.io/v1alpha1"   # scheduler-plugins' PodGroup CRD
+NATIVE_POD_GROUP_API_VERSION = "scheduling.k8s.io/v1alpha2"   # upstream's PodGroup (Workload API, 1.36 alpha)
+# the CRD gets upstream's topology constraint through this annotation: every member in one domain of the label
+TOPOLOGY_KEY_ANNOTATION = "scheduling.tandem.dev/topology-key"
 DISRUPTION_MODE_ANNOTATION = "scheduling.tandem.dev/disruption-mode"   # for PodGroup CRDs without the field
 # PodGroup disruption modes, as upstream's scheduling.k8s.io/v1alpha2 PodGroup spells them: "Pod" (members
 # one by one) and "PodGroup" (the gang whole). tandem first called the former "Single"; that spelling is
@@ -61,13 +77,22 @@ class PodGroup:
     # annotation DISRUPTION_MODE_ANNOTATION) or "Pod" (one by one, upstream's default; "Single" is read as it)
     disruption_mode: str = DISRUPTION_POD
     priority: int | None = None              # spec.priority: the gang's priority (None: each member's own)
+    # every member in one domain of this node label ("" none): the native API's schedulingConstraints.topology
+    # [0].key, the CRD's annotation TOPOLOGY_KEY_ANNOTATION
+    topology_key: str = ""
+    problem: str = ""                        # why no member can be scheduled ("" fine): a field tandem refuses
     spec: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     status: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
+    def native(self) -> bool:
+        """Upstream's scheduling.k8s.io PodGroup (rather than scheduler-plugins' CRD)?"""
+        return self.api_version == NATIVE_POD_GROUP_API_VERSION
+
+    @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return native_gang_key(self.namespace, self.name) if self.native else f"{self.namespace}/{self.name}"
 
     @property
     def quorum(self) -> int:
@@ -80,6 +105,49 @@ class PodGroup:
         ref = {"kind": "PodGroup", "apiVersion": self.api_version, "namespace": self.namespace,
                "name": self.name, "uid": self.uid, "resourceVersion": self.resource_version}
         return {k: v for k, v in ref.items() if v}
+
+
+def native_gang_key(namespace: str, name: str) -> str:
+    """The gang index key of the scheduling.k8s.io/v1alpha2 PodGroup ``name`` in ``namespace``."""
+    return f"{NATIVE_KEY_PREFIX}{namespace}/{name}"
+
+
+def split_gang_key(key: str) -> tuple[bool, str, str]:
+    """(native, namespace, name) of a gang index key."""
+    native = key.startswith(NATIVE_KEY_PREFIX)
+    ns, _, name = key[len(NATIVE_KEY_PREFIX):].partition("/") if native else key.partition("/")
+    return native, ns, name
+
+
+def pod_group_path(key: str) -> str:
+    """The API path of the PodGroup whose gang index key is ``key`` (either API); add "/status" for its status."""
+    native, ns, name = split_gang_key(key)
+    version = NATIVE_POD_GROUP_API_VERSION if native else POD_GROUP_API_VERSION
+    return f"/apis/{version}/namespaces/{ns}/podgroups/{name}"
+
+
+def group_conflict(pod: Pod) -> str:
+    """Why the pod names no usable gang ("" fine): it names a native group and a scheduler-plugins group both,
+    or an empty spec.schedulingGroup.podGroupName. Upstream would gang it by the first alone, scheduler-plugins
+    by the second alone: either choice breaks one gang, so the pod is refused, naming both."""
+    if pod.scheduling_group is None:
+        return ""
+    if not pod.scheduling_group:
+        return "spec.schedulingGroup.podGroupName: Required value"
+    if pod.pod_group:
+        return (f'pod names two pod groups: spec.schedulingGroup.podGroupName "{pod.scheduling_group}" '
+                f'({NATIVE_POD_GROUP_API_VERSION}) and "{pod.pod_group}" ({POD_GROUP_API_VERSION}, label '
+                f'scheduling.x-k8s.io/pod-group or annotation scheduling.k8s.io/group-name); a pod joins one gang')
+    return ""
+
+
+def missing_group_message(key: str) -> str:
+    """What a pod whose PodGroup does not exist waits with (kube-scheduler holds such pods without a word)."""
+    native, ns, name = split_gang_key(key)
+    if native:
+        return (f'waiting for pod\'s pod group "{name}" to appear: PodGroup {ns}/{name} '
+                f"({NATIVE_POD_GROUP_API_VERSION}) not found")
+    return f"PodGroup {key} not found"
 
 
 def gang_members_present(uids: Collection[str], pods: Mapping[str, "Pod"], need: int) -> int:
@@ -130,9 +198,51 @@ def parse_pod_group(obj: dict[str, Any]) -> PodGroup:
         min_resources=spec.get("minResources"),
         schedule_timeout_seconds=max(0, _int(spec.get("scheduleTimeoutSeconds"))),
         disruption_mode=_disruption_mode(spec, ann),
-        priority=spec.get("priority") if isinstance(spec.get("priority"), int)
-        and not isinstance(spec.get("priority"), bool) else None,
+        priority=_priority(spec),
+        topology_key=str(ann.get(TOPOLOGY_KEY_ANNOTATION) or "") if isinstance(ann, dict) else "",
         spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+def parse_native_pod_group(obj: dict[str, Any]) -> PodGroup:
+    """A PodGroup record from a scheduling.k8s.io/v1alpha2 PodGroup (list items may lack apiVersion).
+
+    ``schedulingPolicy`` is required on the PodGroup itself (controllers copy it there from the
+    Workload's template; upstream's scheduler does not read ``podGroupTemplateRef`` either): without it,
+    or with ``resourceClaims`` (dynamic resources for a whole group, which tandem does not allocate),
+    the record carries a ``problem`` and its pods wait with it. ``disruptionMode`` and ``priority`` exist
+    only with the WorkloadAwarePreemption gate: read when present.
+    """
+    meta = _d(obj.get("metadata"))
+    spec = _d(obj.get("spec"))
+    ann = meta.get("annotations")
+    policy = spec.get("schedulingPolicy")
+    gang = _d(policy).get("gang") if isinstance(policy, dict) else None
+    problem = ""
+    if not isinstance(policy, dict) or (policy.get("gang") is None and policy.get("basic") is None):
+        problem = "spec.schedulingPolicy: Required value: one of gang or basic"
+    elif spec.get("resourceClaims"):
+        problem = "spec.resourceClaims: tandem does not allocate dynamic resources to pod groups"
+    topology = [_d(t).get("key") for t in spec.get("schedulingConstraints", {}).get("topology") or ()] \
+        if isinstance(spec.get("schedulingConstraints"), dict) else []
+    key = topology[0] if topology and isinstance(topology[0], str) else ""
+    return PodGroup(
+        namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""), api_version=NATIVE_POD_GROUP_API_VERSION,
+        resource_version=str(meta.get("resourceVersion") or ""),
+        generation=_int(meta.get("generation")),
+        created=parse_time(meta.get("creationTimestamp")),
+        annotations={str(k): str(v) for k, v in ann.items()} if isinstance(ann, dict) else {},
+        # basic: no gang (each member on its own, once its PodGroup exists); gang: minCount is the quorum
+        min_member=max(0, _int(_d(gang).get("minCount"))) if gang is not None else 0,
+        disruption_mode=_disruption_mode(spec, None),
+        priority=_priority(spec),
+        topology_key=key, problem=problem,
+        spec=spec, status=_d(obj.get("status")), raw=obj)
+
+
+def _priority(spec: dict[str, Any]) -> int | None:
+    v = spec.get("priority")
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _disruption_mode(spec: dict[str, Any], ann: Any) -> str:

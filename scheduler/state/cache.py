@@ -113,7 +113,7 @@ class Cache:
             self.attachments.place(pod, node)
         if self.runs.labels:
             self.runs.place(pod, node, row)
-        if pod.pod_group:
+        if pod.gang:
             self.gangs._place(pod, node)
 
     def _count_claims(self, pod: Pod, delta: int) -> None:
@@ -130,7 +130,7 @@ class Cache:
         st = self.pods.pop(uid, None)
         if st is None:
             return None
-        if st.pod.pod_group:
+        if st.pod.gang:
             self.gangs._unplace(st.pod)
         self._count_claims(st.pod, -1)
         if st.pod.disks:
@@ -166,10 +166,10 @@ class Cache:
             # in-place resize moves its status; a change re-charges the node below
             if st.node == pod.node_name and st.pod.requests == pod.requests \
                     and st.pod.nonzero_cpu == pod.nonzero_cpu and st.pod.nonzero_memory == pod.nonzero_memory:
-                if st.pod.pod_group != pod.pod_group:   # its group label changed: move it in the gang index
-                    if st.pod.pod_group:
+                if st.pod.gang != pod.gang:   # its group label changed: move it in the gang index
+                    if st.pod.gang:
                         self.gangs._unplace(st.pod)
-                    if pod.pod_group:
+                    if pod.gang:
                         self.gangs._place(pod, st.node)
                 if self.counts.changes_counts(st.pod, pod):   # labels, deletion or terms: recount it
                     row = self.nodes.row(st.node)

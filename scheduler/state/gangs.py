@@ -11,7 +11,8 @@ from scheduler.model import Pod, PodGroup
 
 
 class GangIndex:
-    """Every gang the scheduler knows, by key ``"ns/podgroup"``.
+    """Every gang the scheduler knows, by key (``"ns/podgroup"``, or ``"scheduling.k8s.io/ns/podgroup"`` for
+    the native API: :attr:`Pod.gang`, :attr:`PodGroup.key`).
 
     * ``groups``: key -> :class:`PodGroup` record (the PodGroup informer's);
     * ``members``: key -> uids of the pods that name the group, in any state
@@ -49,22 +50,21 @@ class GangIndex:
 
     def update_membership(self, old: Pod | None, new: Pod | None) -> None:
         """A pod was added (old None), updated, or deleted (new None): keep ``members`` in step."""
-        if old is not None and old.pod_group and (new is None or new.pod_group != old.pod_group
-                                                   or new.namespace != old.namespace):
-            key = f"{old.namespace}/{old.pod_group}"
+        if old is not None and old.gang and (new is None or new.gang != old.gang):
+            key = old.gang
             uids = self.members.get(key)
             if uids is not None:
                 uids.discard(old.uid)
                 if not uids:
                     del self.members[key]
-        if new is not None and new.pod_group:
-            self.members.setdefault(f"{new.namespace}/{new.pod_group}", set()).add(new.uid)
+        if new is not None and new.gang:
+            self.members.setdefault(new.gang, set()).add(new.uid)
 
     def _place(self, pod: Pod, node: str) -> None:
-        self.placed.setdefault(f"{pod.namespace}/{pod.pod_group}", {})[pod.uid] = node
+        self.placed.setdefault(pod.gang, {})[pod.uid] = node
 
     def _unplace(self, pod: Pod) -> None:
-        key = f"{pod.namespace}/{pod.pod_group}"
+        key = pod.gang
         on = self.placed.get(key)
         if on is not None:
             on.pop(pod.uid, None)

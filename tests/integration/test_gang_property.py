@@ -22,6 +22,11 @@ the plugins):
     capacity left by what is bound finds no way to place minMember of its
     members; and every pending member of a complete gang fits on no node.
 
+The property runs on both PodGroup APIs: scheduler-plugins' CRD (members
+join by label or annotation) and upstream's native scheduling.k8s.io/v1alpha2
+PodGroup (members join with spec.schedulingGroup; minCount, no
+minResources), on a simulated cluster that serves it.
+
 The search in (d) is exact, so a failure there is a real placement the
 scheduler missed. It is applied only where a greedy scheduler is provably
 optimal: for identical members, placing them one at a time wherever they
@@ -41,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,6 +60,7 @@ from scheduler.config import load_config
 PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
 POD_GROUPS = lookup("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+NATIVE_POD_GROUPS = lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
 NS = "default"
 GANG_CONFIG = Path(__file__).resolve().parents[2] / "config" / "gang.yaml"
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -113,7 +120,11 @@ def workloads(draw: Any) -> tuple[list[Gang], list[tuple[int, int]]]:
     return gangs, draw(st.permutations(order))
 
 
-def pod_group_object(g: Gang) -> dict[str, Any]:
+def pod_group_object(g: Gang, native: bool = False) -> dict[str, Any]:
+    if native:
+        return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                "metadata": {"name": g.name, "namespace": NS},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": g.min_member}}}}
     spec: dict[str, Any] = {"minMember": g.min_member, "scheduleTimeoutSeconds": 60}
     if g.min_resources:
         # the sum of the min_member smallest requests, per resource: no real placement needs less
@@ -125,8 +136,12 @@ def pod_group_object(g: Gang) -> dict[str, Any]:
             "metadata": {"name": g.name, "namespace": NS}, "spec": spec}
 
 
-def pod_object(g: Gang, m: int, scheduler_name: str) -> dict[str, Any]:
+def pod_object(g: Gang, m: int, scheduler_name: str, native: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": f"{g.name}-{m}", "namespace": NS}
+    if native:
+        return {"metadata": meta, "spec": {
+            "schedulerName": scheduler_name, "schedulingGroup": {"podGroupName": g.name},
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": dict(g.members[m])}}]}}
     if g.by_annotation:
         meta["annotations"] = {GROUP_ANNOTATION: g.name}
     else:
@@ -162,7 +177,8 @@ def allocatable_of(node: dict[str, Any]) -> list[int]:
 
 def gang_of(pod: dict[str, Any]) -> str:
     meta = pod["metadata"]
-    return (meta.get("labels") or {}).get(GROUP_LABEL) or (meta.get("annotations") or {}).get(GROUP_ANNOTATION, "")
+    return ((meta.get("labels") or {}).get(GROUP_LABEL) or (meta.get("annotations") or {}).get(GROUP_ANNOTATION, "")
+            or ((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName", ""))
 
 
 def can_place(wants: list[tuple[int, int, int]], rooms: list[list[int]], count: int) -> list[int] | None:
@@ -253,21 +269,23 @@ def gang_config() -> tuple[Any, str]:
     return cfg, profile.scheduler_name
 
 
-async def scenario(node_objs: list[dict[str, Any]], gangs: list[Gang], order: list[tuple[int, int]]) -> None:
+async def scenario(node_objs: list[dict[str, Any]], gangs: list[Gang], order: list[tuple[int, int]],
+                   native: bool = False) -> None:
     cfg, scheduler_name = gang_config()
     with tempfile.TemporaryDirectory() as tmp:
         kc = f"{tmp}/kubeconfig"
-        async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.02, tick=0.01), kubeconfig=kc) as cluster:
+        async with SimCluster(nodes=0, agent=AgentConfig(ready_delay=0.02, tick=0.01), kubeconfig=kc,
+                              native_gangs=native) as cluster:
             for n in node_objs:
                 cluster.store.create(NODES, "", n)
             for g in gangs:
-                cluster.store.create(POD_GROUPS, NS, pod_group_object(g))
+                cluster.store.create(NATIVE_POD_GROUPS if native else POD_GROUPS, NS, pod_group_object(g, native))
             follower = Follower(cluster.store.watcher(PODS, NS, MATCH_ALL, "0"))
             following = asyncio.create_task(follower.run())
             try:
                 async with App(cfg, kubeconfig=kc) as app:
                     for gi, m in order:
-                        cluster.store.create(PODS, NS, pod_object(gangs[gi], m, scheduler_name))
+                        cluster.store.create(PODS, NS, pod_object(gangs[gi], m, scheduler_name, native))
                     follower.last_bind = time.monotonic()
                     deadline = time.monotonic() + SETTLE_LIMIT
                     while time.monotonic() - follower.last_bind < QUIET:
@@ -333,8 +351,10 @@ async def scenario(node_objs: list[dict[str, Any]], gangs: list[Gang], order: li
                 assert can_place([w], rooms, 1) is None, f"{p} of the complete {g.name} is pending but fits{context}"
 
 
+@pytest.mark.parametrize("native", [pytest.param(False, id="scheduler-plugins PodGroups"),
+                                    pytest.param(True, id="native scheduling.k8s.io PodGroups")])
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(node_objs=nodes(), workload=workloads())
-def test_gangs_are_all_or_nothing_never_overcommit_and_never_hold_room(node_objs, workload):
+def test_gangs_are_all_or_nothing_never_overcommit_and_never_hold_room(native, node_objs, workload):
     gangs, order = workload
-    asyncio.run(scenario(node_objs, gangs, order))
+    asyncio.run(scenario(node_objs, gangs, order, native))

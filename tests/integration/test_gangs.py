@@ -74,6 +74,13 @@ class Sim:
     first_bind_placed: dict[str, int] = field(default_factory=dict)       # group -> members with a node then
     held_back: set[str] = field(default_factory=set)                      # pods whose binds the API refuses
 
+    # the label naming a member's gang, and the gang index key of a group (test_gangs_native.py's differ)
+    group_label = GROUP_LABEL
+
+    @staticmethod
+    def gang_key(group: str) -> str:
+        return f"{NS}/{group}"
+
     @property
     def store(self) -> Any:
         return self.cluster.store
@@ -138,9 +145,9 @@ class Sim:
                 return
             # observers run inside the write, on the event loop: the scheduler's cache is as it was
             # when the bind came in
-            group = result.labels.get(GROUP_LABEL)
+            group = result.labels.get(self.group_label)
             if group and group not in self.first_bind_placed and self.app is not None:
-                self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(f"{NS}/{group}"))
+                self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(self.gang_key(group)))
             self.binds.append((time.monotonic(), name, result.fields["spec.nodeName"]))
 
         self.store.admit(refuse_held_back)

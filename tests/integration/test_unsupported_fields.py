@@ -2,12 +2,14 @@
 
 Upstream 1.36's native gangs: a pod's ``spec.schedulingGroup.podGroupName``
 names a scheduling.k8s.io/v1alpha2 PodGroup, and kube-scheduler places its
-members together or not at all. tandem does not schedule those groups yet,
-so such a pod must stay Pending with a FailedScheduling that names the
-field, never be placed alone, whatever the profile enables (the check is in
-the core of the cycle, not in a plugin a profile could leave out). The
-refusal cannot change while the pod lives (the field is immutable), so the
-pod is not retried at every cluster event either.
+members together or not at all. tandem's gang plugin (Coscheduling, or
+GangScheduling as upstream names it) schedules them
+(tests/integration/test_gangs_native.py); a profile without one must keep
+such a pod Pending with a FailedScheduling that names the field, never
+place it alone (the check is in the core of the cycle, not in a plugin a
+profile could leave out). The refusal cannot change while the pod lives
+(the field is immutable), so the pod is not retried at every cluster event
+either.
 
 NodeDeclaredFeatures (beta, on by default in 1.36): a pod whose container
 restarts all containers on exit goes only to a node whose kubelet declares
@@ -19,16 +21,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 
 from scheduler.config import SchedulerConfig
-from tests.integration.test_gangs import gang_config
 from tests.integration.test_scheduler import (
     MERGE, NODES, bound, config, eventually, make_node, make_pod, running, scheduled_condition, stays, unschedulable,
 )
 
-REFUSAL = ('pod uses spec.schedulingGroup (podGroupName "{group}"): '
-           "tandem does not schedule scheduling.k8s.io/v1alpha2 pod groups yet")
+REFUSAL = ('pod uses spec.schedulingGroup (podGroupName "{group}"): this profile has no gang plugin to keep its '
+           "pod group whole (enable GangScheduling or Coscheduling)")
 
 
 def native_member(name: str, group: str, **kw: Any) -> dict[str, Any]:
@@ -55,7 +55,7 @@ def two_profiles() -> SchedulerConfig:
     ])
 
 
-async def test_a_pod_naming_a_native_pod_group_is_refused_by_name_even_in_a_profile_without_plugins(tmp_path):
+async def test_a_pod_naming_a_native_pod_group_is_refused_by_name_in_profiles_without_a_gang_plugin(tmp_path):
     async with running(tmp_path, [make_node("node-0")], two_profiles()) as env:
         env.create_pod(native_member("member", "trainers"))
         env.create_pod(native_member("bare-member", "trainers", scheduler="tandem-bare"))
@@ -69,13 +69,11 @@ async def test_a_pod_naming_a_native_pod_group_is_refused_by_name_even_in_a_prof
                     "a native gang member placed alone")
 
 
-@pytest.mark.parametrize("cfg", [pytest.param(config, id="default profile"),
-                                 pytest.param(gang_config, id="gang profile with Coscheduling")])
-async def test_a_native_gang_of_six_with_room_for_four_gets_no_member_bound(tmp_path, cfg):
+async def test_a_native_gang_of_six_with_room_for_four_gets_no_member_bound_without_a_gang_plugin(tmp_path):
     # two nodes with room for two 1-cpu members each (and the small control pod)
     nodes = [make_node(f"node-{i}", cpu="2200m") for i in range(2)]
     members = [f"member-{i}" for i in range(6)]
-    async with running(tmp_path, nodes, cfg()) as env:
+    async with running(tmp_path, nodes, config()) as env:
         for name in members:
             env.create_pod(native_member(name, "trainers", cpu="1"))
         env.create_pod(make_pod("control"))

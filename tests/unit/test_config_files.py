@@ -192,3 +192,14 @@ def test_spread_file_puts_the_next_replica_on_the_fullest_node_without_one_past_
     assert cache.nodes.names_of(feasible) == ["a2", "c2"]
     total, st = fw.run_score(state, incoming, feasible)
     assert cache.nodes.names_of(feasible)[int(total.argmax())] == "c2"
+
+
+def test_native_gang_file_is_the_default_profile_with_gang_scheduling_and_priority_sort() -> None:
+    native, default = _load("gang-native.yaml"), load_config(None)
+    (g,), (d,) = native.profiles, default.profiles
+    assert g.plugins["queueSort"] == ["PrioritySort"], "upstream's GangScheduling has no queue sort"
+    for point in ("preEnqueue", "preFilter", "postFilter", "reserve", "permit"):
+        assert "GangScheduling" in g.plugins[point], point
+    for point, names in d.plugins.items():
+        assert [n for n in g.plugins[point] if n != "GangScheduling"] == names, point
+    assert g.weights == d.weights, "PodGroupPodsCount's weight is for a point tandem has not"

@@ -33,22 +33,47 @@ def pod_spec(**spec: Any) -> Any:
                       "spec": {"containers": [{"name": "c", "image": "x"}], **spec}})
 
 
-NATIVE = "tandem does not schedule scheduling.k8s.io/v1alpha2 pod groups yet"
+NO_GANG = "this profile has no gang plugin to keep its pod group whole (enable GangScheduling or Coscheduling)"
+BOTH = ('pod names two pod groups: spec.schedulingGroup.podGroupName "trainers" (scheduling.k8s.io/v1alpha2) and '
+        '"old" (scheduling.x-k8s.io/v1alpha1, label scheduling.x-k8s.io/pod-group or annotation '
+        'scheduling.k8s.io/group-name); a pod joins one gang')
 
 
-@pytest.mark.parametrize("pod, want", [
-    pytest.param(pod_spec(), ("", ""), id="a plain pod uses nothing tandem ignores"),
-    pytest.param(pod_spec(schedulingGroup={"podGroupName": "trainers"}),
-                 ("spec.schedulingGroup", f'pod uses spec.schedulingGroup (podGroupName "trainers"): {NATIVE}'),
-                 id="a member of a native PodGroup is refused, naming the field and the group"),
-    pytest.param(pod_spec(schedulingGroup={}),
-                 ("spec.schedulingGroup", f'pod uses spec.schedulingGroup (podGroupName ""): {NATIVE}'),
-                 id="a schedulingGroup naming no group is still a schedulingGroup"),
-    pytest.param(pod_spec(schedulingGates=[{"name": "g"}], resourceClaims=[{"name": "gpu"}]), ("", ""),
+def pod_in(labels: dict[str, str], annotations: dict[str, str] | None = None, **spec: Any) -> Any:
+    return parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": labels,
+                                   "annotations": annotations or {}},
+                      "spec": {"containers": [{"name": "c", "image": "x"}], **spec}})
+
+
+@pytest.mark.parametrize("pod, gangs, want", [
+    pytest.param(pod_spec(), False, ("", ""), id="a plain pod uses nothing tandem ignores"),
+    pytest.param(pod_spec(schedulingGroup={"podGroupName": "trainers"}), True, ("", ""),
+                 id="a member of a native PodGroup is scheduled by a profile with a gang plugin"),
+    pytest.param(pod_spec(schedulingGroup={"podGroupName": "trainers"}), False,
+                 ("spec.schedulingGroup", f'pod uses spec.schedulingGroup (podGroupName "trainers"): {NO_GANG}'),
+                 id="a profile without a gang plugin refuses a native member, naming the field and the group"),
+    pytest.param(pod_spec(schedulingGroup={}), True,
+                 ("spec.schedulingGroup", "spec.schedulingGroup.podGroupName: Required value"),
+                 id="a schedulingGroup naming no group is refused"),
+    pytest.param(pod_in({"scheduling.x-k8s.io/pod-group": "old"}, schedulingGroup={"podGroupName": "trainers"}),
+                 True, ("spec.schedulingGroup", BOTH), id="a pod naming a native group and a CRD label is refused"),
+    pytest.param(pod_in({}, {"scheduling.k8s.io/group-name": "old"}, schedulingGroup={"podGroupName": "trainers"}),
+                 True, ("spec.schedulingGroup", BOTH),
+                 id="a pod naming a native group and the kube-batch annotation is refused"),
+    pytest.param(pod_in({"scheduling.x-k8s.io/pod-group": "old"}), False, ("", ""),
+                 id="a CRD member alone is a profile's choice (scheduler-plugins' label is only a label there)"),
+    pytest.param(pod_spec(schedulingGates=[{"name": "g"}], resourceClaims=[{"name": "gpu"}]), True, ("", ""),
                  id="fields that plugins refuse or evaluate are left to them"),
 ])
-def test_unsupported(pod: Any, want: tuple[str, str]) -> None:
-    assert unsupported(pod) == want
+def test_unsupported(pod: Any, gangs: bool, want: tuple[str, str]) -> None:
+    assert unsupported(pod, gangs) == want
+
+
+def test_gang_keys_of_the_two_apis_never_meet() -> None:
+    native = pod_spec(schedulingGroup={"podGroupName": "g"})
+    crd = pod_in({"scheduling.x-k8s.io/pod-group": "g"})
+    assert native.gang == "scheduling.k8s.io/ns/g" and crd.gang == "ns/g"
+    assert pod_spec().gang == ""
 
 
 def test_a_pod_group_name_that_is_not_a_string_makes_the_pod_invalid() -> None:

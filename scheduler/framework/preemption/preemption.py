@@ -94,8 +94,8 @@ class Evaluator:
 
     def priority_of(self, p: Pod) -> int:
         """A pod's priority for preemption: its PodGroup's when that sets one."""
-        if p.pod_group:
-            pg = self.handle.gangs.group(f"{p.namespace}/{p.pod_group}")
+        if p.gang:
+            pg = self.handle.gangs.group(p.gang)
             if pg is not None and pg.priority is not None:
                 return pg.priority
         return p.priority
