@@ -15,11 +15,18 @@ What it does, in order:
    same HTTP a kubectl apply sends), all with ``schedulerName:
    tandem-scheduler``: different requests, a GPU pod that tolerates the
    taint, nodeSelector / required / preferred zone affinity, a pod held by
-   a scheduling gate (released by a patch two seconds later) and one pod
-   that fits nowhere;
-5. prints where each pod landed and why, the pending pod's PodScheduled
-   condition and FailedScheduling event, a few metrics, and the kubectl
-   commands to look further; then serves until Ctrl-C (``--once``: exits).
+   a scheduling gate (released by a patch two seconds later), one pod
+   that fits nowhere, and StatefulSet-shaped pods with WaitForFirstConsumer
+   claims: ``pg-0`` and ``pg-1`` with claims ``data-pg-0`` and
+   ``data-pg-1`` (as a volumeClaimTemplate named ``data`` names them; the
+   stand-in has no StatefulSet controller, so the demo creates claims and
+   pods itself) of a local-volume class, with one local volume on each of
+   two nodes, and ``cache-0`` whose claim the simulated cluster's
+   provisioner creates in the one zone its class allows;
+5. prints where each pod landed and why, which volume each claim got, the
+   pending pod's PodScheduled condition and FailedScheduling event, a few
+   metrics, and the kubectl commands to look further; then serves until
+   Ctrl-C (``--once``: exits).
 
 The workload is built so every placement has one right answer whatever the
 tie-breaking: pods are submitted one after another and tandem schedules them
@@ -48,6 +55,7 @@ from kubernetes_asyncio import client, config
 
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.cluster import SimCluster
+from bench.simcluster.volumes import PROVISIONER
 from scheduler.app import App
 from scheduler.config import load_config
 from scheduler.secureserving import ServingOptions
@@ -59,6 +67,9 @@ GPU = "nvidia.com/gpu"
 GATE = "tandem.dev/approval"
 GATE_RELEASE_AFTER = 2.0          # seconds after the gated pod is created
 PENDING = "<pending>"
+HOSTNAME = "kubernetes.io/hostname"
+LOCAL_CLASS = "local-storage"     # local volumes, bound by the scheduler's choice of node
+ZONAL_CLASS = "zonal"             # the simulated cluster's provisioner, zone-a only
 
 
 # ---------------------------------------------------------------------------- the cluster
@@ -114,6 +125,30 @@ NODES: tuple[NodeSpec, ...] = (
 )
 
 
+LOCAL_VOLUME_NODES = ("medium-b", "large-c")     # one local volume each
+
+
+def storage_classes() -> list[dict[str, Any]]:
+    """Both WaitForFirstConsumer, as the default class on GKE, AKS, kind and most local-volume setups."""
+    return [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": LOCAL_CLASS},
+         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"},
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": ZONAL_CLASS},
+         "provisioner": PROVISIONER, "volumeBindingMode": "WaitForFirstConsumer",
+         "allowedTopologies": [{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-a"]}]}]},
+    ]
+
+
+def local_volume(node: str) -> dict[str, Any]:
+    """A disk of ``node``, as the local static provisioner publishes one: pinned by hostname node affinity."""
+    return {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-{node}"},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": LOCAL_CLASS, "persistentVolumeReclaimPolicy": "Retain",
+                     "local": {"path": "/mnt/disks/ssd0"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": HOSTNAME, "operator": "In", "values": [node]}]}]}}}}
+
+
 # ---------------------------------------------------------------------------- the workload
 
 @dataclass(frozen=True)
@@ -125,10 +160,20 @@ class PodSpec:
     why: str
     spec: dict[str, Any] = field(default_factory=dict)    # merged into the pod's spec
     gpus: int = 0
+    storage_class: str = ""        # a claim data-<pod> of this class, as a volumeClaimTemplate "data" makes
 
     def requests(self) -> str:
         out = f"{self.cpu} cpu, {self.memory}"
         return out + (f", {self.gpus} gpu" if self.gpus else "")
+
+    @property
+    def claim(self) -> str:
+        return f"data-{self.name}" if self.storage_class else ""
+
+    def claim_object(self) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": self.claim},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": self.storage_class,
+                         "resources": {"requests": {"storage": "5Gi"}}}}
 
     def object(self) -> dict[str, Any]:
         requests = {"cpu": self.cpu, "memory": self.memory}
@@ -138,9 +183,12 @@ class PodSpec:
             requests[GPU] = limits[GPU] = str(self.gpus)
         container: dict[str, Any] = {"name": "app", "image": "registry.k8s.io/pause:3.10",
                                      "resources": {"requests": requests, **({"limits": limits} if limits else {})}}
+        spec = {"schedulerName": SCHEDULER_NAME, "containers": [container], **self.spec}
+        if self.claim:
+            spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": self.claim}}]
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": self.name, "labels": {"app.kubernetes.io/part-of": "tandem-demo"}},
-                "spec": {"schedulerName": SCHEDULER_NAME, "containers": [container], **self.spec}}
+                "spec": spec}
 
 
 def _zone_term(*zones: str) -> dict[str, Any]:
@@ -166,6 +214,12 @@ WORKLOAD: tuple[PodSpec, ...] = (
             f"gate removed after {GATE_RELEASE_AFTER:g}s, then least allocated",
             spec={"schedulingGates": [{"name": GATE}]}),
     PodSpec("too-big", "24", "2Gi", PENDING, "needs 24 CPUs: no node has that many"),
+    PodSpec("pg-0", "500m", "1Gi", "medium-b", "WFFC claim: a local volume's node, the emptier one",
+            storage_class=LOCAL_CLASS),
+    PodSpec("pg-1", "500m", "1Gi", "large-c", "WFFC claim: the other local volume (pg-0 took one)",
+            storage_class=LOCAL_CLASS),
+    PodSpec("cache-0", "500m", "1Gi", "small-a", "WFFC claim: provisioned, class allows zone-a only",
+            storage_class=ZONAL_CLASS),
 )
 
 GATED = "gated-job"
@@ -185,8 +239,9 @@ def _condition(pod: Any, type_: str) -> Any:
 
 
 async def _failed_scheduling_event(events_api: client.EventsV1Api, name: str) -> Any:
-    events = await events_api.list_namespaced_event(NAMESPACE)
-    mine = [e for e in events.items if e.regarding and e.regarding.name == name and e.reason == "FailedScheduling"]
+    # only the pod's: the PV controller's core/v1 events (no eventTime) do not read as events.k8s.io/v1 models
+    events = await events_api.list_namespaced_event(NAMESPACE, field_selector=f"regarding.name={name}")
+    mine = [e for e in events.items if e.reason == "FailedScheduling"]
     return mine[-1] if mine else None
 
 
@@ -223,6 +278,35 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
 
 
+async def _print_claims(v1: client.CoreV1Api, pods: dict[str, Any]) -> int:
+    """The claims' table: which volume each got and where it lives; returns how many are not where their pod is."""
+    volumes = {pv.metadata.name: pv for pv in (await v1.list_persistent_volume()).items}
+    claims = {c.metadata.name: c for c in (await v1.list_namespaced_persistent_volume_claim(NAMESPACE)).items}
+    rows = [("CLAIM", "CLASS", "STATUS", "VOLUME", "VOLUME ON")]
+    surprises = 0
+    for p in WORKLOAD:
+        if not p.claim:
+            continue
+        c = claims.get(p.claim)
+        name = (c.spec.volume_name if c is not None else None) or "-"
+        pv = volumes.get(name)
+        terms = pv.spec.node_affinity.required.node_selector_terms if pv is not None and pv.spec.node_affinity else []
+        where = ", ".join(f"{e.key.rsplit('/', 1)[-1]}={','.join(e.values)}"
+                          for t in terms for e in t.match_expressions or [])
+        pod = pods.get(p.name)
+        node = pod.spec.node_name if pod is not None else None
+        if pv is None or node is None or (node not in where and _zone_of(node) not in where):
+            surprises += 1
+            where += f"  [UNEXPECTED: pod on {node or PENDING}]"
+        rows.append((p.claim, p.storage_class, c.status.phase if c is not None else "-", name, where or "-"))
+    print("\n" + "\n".join(_table(rows)))
+    return surprises
+
+
+def _zone_of(node: str) -> str:
+    return next((n.zone for n in NODES if n.name == node), "")
+
+
 async def demo(kubeconfig: Path, once: bool, port: int, metrics_port: int, timeout: float) -> int:
     t0 = time.monotonic()
 
@@ -247,8 +331,17 @@ async def demo(kubeconfig: Path, once: bool, port: int, metrics_port: int, timeo
             api = await config.new_client_from_config(config_file=str(kubeconfig))
             async with api:
                 v1, events_api = client.CoreV1Api(api), client.EventsV1Api(api)
+                storage = client.StorageV1Api(api)
+                for sc in storage_classes():
+                    await storage.create_storage_class(sc)
+                for node in LOCAL_VOLUME_NODES:
+                    await v1.create_persistent_volume(local_volume(node))
+                print(f"{now()} storage classes {LOCAL_CLASS} (local volumes on {', '.join(LOCAL_VOLUME_NODES)}) "
+                      f"and {ZONAL_CLASS} (provisioned, zone-a), both WaitForFirstConsumer")
                 gated_at = 0.0
                 for p in WORKLOAD:
+                    if p.claim:     # the StatefulSet controller creates the claim before the pod
+                        await v1.create_namespaced_persistent_volume_claim(NAMESPACE, p.claim_object())
                     await v1.create_namespaced_pod(NAMESPACE, p.object())
                     if p.name == GATED:
                         gated_at = time.monotonic()
@@ -279,6 +372,7 @@ async def demo(kubeconfig: Path, once: bool, port: int, metrics_port: int, timeo
                         why += f"  [UNEXPECTED: expected {p.expect}]"
                     rows.append((p.name, node, zones.get(node, "-"), p.requests(), why))
                 print("\n".join(_table(rows)))
+                surprises += await _print_claims(v1, pods)
 
                 pending = pods.get(UNSCHEDULABLE)
                 cond = _condition(pending, "PodScheduled") if pending is not None else None

@@ -23,6 +23,12 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
   how many pods are still pending: a benchmark that cannot finish must say
   so, not hang. A failing watch or background op (churn, deletePods in the
   background) fails the wait at once.
+* A createPods op with a claim template creates each pod's claim (and,
+  with a volume template, its volume, bound to the claim beforehand, as
+  upstream's CreatePodWithPersistentVolume) just before the pod, so that
+  the pod's created time is its own; createNodes with
+  persistentVolumesPerNode creates each node's local volumes right after
+  the node.
 * Pods count as measured when their op has collectMetrics, or when they
   are created inside a startCollectingMetrics / stopCollectingMetrics
   window and match its namespaces and labelSelector. Churn pods are never
@@ -53,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import logging
 import random
@@ -585,6 +592,9 @@ class _Run:
             body = {"apiVersion": "v1", "kind": "Node", "metadata": {**rest, "name": name, "labels": labels},
                     "spec": spec_json, "status": status_json}
             await self._create("/api/v1/nodes", body)
+            for j in range(op.volumes_per_node):
+                assert op.volume_template is not None
+                await self._create("/api/v1/persistentvolumes", local_volume(op.volume_template, f"{name}-pv-{j}", name))
             done += 1
             self.progress(op.label, done, op.count)
 
@@ -602,6 +612,9 @@ class _Run:
         labels = dict((op.template.get("metadata") or {}).get("labels") or {})
         prefix = _prefix(op.template, "pod-")
         pods = [(f"{prefix}{self.run_id}-{next(self.seq)}", labels) for _ in range(op.count)]
+        if op.claim_template is not None:
+            make = _with_claim(make)
+            await self._claims(op, [name for name, _ in pods])
         measured = op.collect_metrics or self._in_window(op.namespace, labels)
         started = op.collect_metrics and not self.recorder.collecting
         if started:
@@ -609,6 +622,47 @@ class _Run:
         await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout)
         if started:
             self.recorder.stop_collecting(time.time())
+
+    async def _claims(self, op: CreatePods, pods: list[str]) -> None:
+        """Before the op's pods: each one's claim ``pvc-<pod>`` and, with a volume template, ``pv-<pod>``
+        pre-bound to it (the volume's claimRef, the claim's volumeName), as upstream's
+        CreatePodWithPersistentVolume; then wait until the PV controller has bound every pre-bound pair, so
+        the pods meet bound claims as upstream's do. (Upstream's benchmark runs no PV controller and writes
+        the pairs as bound; to a PV controller a claim marked bind-completed whose volume's claimRef has no
+        uid yet is Misbound.) Without a volume template the claims wait for the scheduler."""
+        assert op.claim_template is not None
+        tmpl, volume_tmpl, ns = op.claim_template, op.volume_template, op.namespace
+        meta0 = {k: v for k, v in (tmpl.get("metadata") or {}).items() if k not in ("name", "generateName", "namespace")}
+        path = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+
+        async def one(pod: str) -> None:
+            claim = {**tmpl, "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {**meta0, "name": f"pvc-{pod}", "namespace": ns},
+                     "spec": dict(tmpl.get("spec") or {})}
+            claim.pop("status", None)
+            if volume_tmpl is not None:
+                volume = named_volume(volume_tmpl, f"pv-{pod}")
+                volume["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                              "namespace": ns, "name": claim["metadata"]["name"]}
+                claim["spec"]["volumeName"] = volume["metadata"]["name"]
+                await self._create("/api/v1/persistentvolumes", volume)
+            await self._create(path, claim)
+
+        await self._each(op, pods, one)
+        if volume_tmpl is None:
+            return
+        wanted = {f"pvc-{pod}" for pod in pods}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (op.timeout if op.timeout is not None else self.timeout)
+        while True:
+            items = (await self.client.list(path))["items"]
+            wanted -= {c["metadata"]["name"] for c in items if (c.get("status") or {}).get("phase") == "Bound"}
+            if not wanted:
+                return
+            if loop.time() > deadline:
+                raise RunError(f"{self.workload.full_name} {op.label}: {len(wanted)} pre-bound claims not Bound by "
+                               f"the PV controller in time (e.g. {sorted(wanted)[0]}): is it running?")
+            await asyncio.sleep(0.1)
 
     async def create_any(self, op: CreateAny) -> None:
         """``op.count`` objects from the template, found through discovery as upstream's REST mapper does."""
@@ -923,3 +977,36 @@ def _joining(make: Callable[[str, dict[str, str]], dict]) -> Callable[[str, dict
         spec["schedulingGroup"] = {"podGroupName": labels[NATIVE_GROUP_LABEL]}
         return {**body, "spec": spec}
     return join
+
+
+def _with_claim(make: Callable[[str, dict[str, str]], dict]) -> Callable[[str, dict[str, str]], dict]:
+    """Pods that each mount their own claim ``pvc-<pod>`` as volume ``vol`` (upstream's name for it)."""
+    def mount(name: str, labels: dict[str, str]) -> dict[str, Any]:
+        body = make(name, labels)
+        spec = orjson.loads(orjson.dumps(body["spec"]))    # the maker's spec is serialized once, shared
+        spec["volumes"] = [*(spec.get("volumes") or []), {"name": "vol",
+                                                           "persistentVolumeClaim": {"claimName": f"pvc-{name}"}}]
+        return {**body, "spec": spec}
+
+    return mount
+
+
+def named_volume(template: dict[str, Any], name: str) -> dict[str, Any]:
+    """A PersistentVolume from ``template`` named ``name``; a CSI volume's handle is its name, as upstream's
+    volume factory makes each one a volume of its own."""
+    volume = {**template, "apiVersion": "v1", "kind": "PersistentVolume",
+              "metadata": {**{k: v for k, v in (template.get("metadata") or {}).items()
+                              if k not in ("name", "generateName")}, "name": name},
+              "spec": copy.deepcopy(template.get("spec") or {})}
+    volume.pop("status", None)
+    if isinstance(volume["spec"].get("csi"), dict):
+        volume["spec"]["csi"]["volumeHandle"] = name
+    return volume
+
+
+def local_volume(template: dict[str, Any], name: str, node: str) -> dict[str, Any]:
+    """A volume of ``node`` only: the template's, with required node affinity on the node's hostname label."""
+    volume = named_volume(template, name)
+    volume["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+    return volume

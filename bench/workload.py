@@ -35,8 +35,17 @@ PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``)
 and createPipelineRuns (Tekton PipelineRuns' pods, stage by stage; bench/pipelines.py).
 createAny creates ``count`` objects of any kind from a template (a Service, a
 ReplicaSet), like upstream's but without its text/template expansion.
-Extensions to upstream fields: createNodes takes ``zones``, ``labels``,
-``taints`` and ``capacity``; waiting ops take a ``timeout``; deletePods takes
+createPods takes upstream's ``persistentVolumeTemplatePath`` and
+``persistentVolumeClaimTemplatePath`` (or inline ``persistentVolumeTemplate``
+/ ``persistentVolumeClaimTemplate``): each pod gets a claim of its own
+(``pvc-<pod>``) and, with a volume template, a volume (``pv-<pod>``) bound
+to it beforehand, as upstream's SchedulingCSIPVs; with a claim template
+alone the claim is left for the scheduler (a WaitForFirstConsumer class: a
+StatefulSet's replicas). Extensions to upstream fields: createNodes takes
+``zones``, ``labels``, ``taints``, ``capacity`` and
+``persistentVolumesPerNode`` with a volume template (that many volumes per
+node, pinned to it by ``kubernetes.io/hostname`` node affinity, as local
+volumes are); waiting ops take a ``timeout``; deletePods takes
 ``whenBound`` and ``holdSeconds`` (delete pods as they get bound, playing
 finished jobs, so that demand above capacity can drain).
 
@@ -129,6 +138,8 @@ class CreateNodes(Op):
     label_key: str = ""
     label_values: tuple[str, ...] = ()
     unique_label_key: str = ""
+    volumes_per_node: int = 0                       # persistentVolumesPerNode: local volumes pinned to each node
+    volume_template: dict[str, Any] | None = None   # their PersistentVolume template
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +159,8 @@ class CreatePods(Op):
     collect_metrics: bool = False
     skip_wait: bool = False                         # skipWaitToCompletion
     timeout: float | None = None                    # seconds; None: the run's default
+    volume_template: dict[str, Any] | None = None   # a PersistentVolume per pod, bound to its claim
+    claim_template: dict[str, Any] | None = None    # a PersistentVolumeClaim per pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,12 +278,15 @@ class Workload:
 # ---------------------------------------------------------------------------- field tables
 
 _COUNT = ("count", "countParam")
+_PV = ("persistentVolumeTemplatePath", "persistentVolumeTemplate")
+_PVC = ("persistentVolumeClaimTemplatePath", "persistentVolumeClaimTemplate")
 _FIELDS: dict[str, frozenset[str]] = {
     "createNodes": frozenset({*_COUNT, "nodeTemplatePath", "nodeTemplate", "zones", "labels", "taints",
-                              "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy"}),
+                              "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy",
+                              "persistentVolumesPerNode", *_PV}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
-                             "skipWaitToCompletion", "timeout"}),
+                             "skipWaitToCompletion", "timeout", *_PV, *_PVC}),
     "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template"}),
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
@@ -605,9 +621,15 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         tmpl = f.template("nodeTemplatePath", "nodeTemplate", ("Node",), DEFAULT_NODE_TEMPLATE)
         assert tmpl is not None
         label_key, label_values, unique_key = _node_strategy(f)
+        per_node = f.integer("persistentVolumesPerNode", 0)
+        volume = f.template(*_PV, ("PersistentVolume",))
+        if (per_node > 0) != (volume is not None) and params is not None:
+            raise fail("persistentVolumesPerNode and persistentVolumeTemplatePath (or persistentVolumeTemplate) "
+                       "go together")
         return CreateNodes(index, count=f.count(), template=tmpl, zones=f.integer("zones", 0),
                            labels=f.str_map("labels"), taints=_taints(f), capacity=f.str_map("capacity"),
-                           label_key=label_key, label_values=label_values, unique_label_key=unique_key)
+                           label_key=label_key, label_values=label_values, unique_label_key=unique_key,
+                           volumes_per_node=per_node, volume_template=volume)
     if opcode == "createNamespaces":
         return CreateNamespaces(index, prefix=f.text("prefix"), count=f.count(),
                                 template=f.template("namespaceTemplatePath", "namespaceTemplate", ("Namespace",)))
@@ -615,9 +637,13 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         tmpl = f.template("podTemplatePath", "podTemplate", ("Pod",), default_pod)
         if tmpl is None:
             raise fail("no podTemplatePath or podTemplate, and the test case has no defaultPodTemplatePath")
+        volume = f.template(*_PV, ("PersistentVolume",))
+        claim = f.template(*_PVC, ("PersistentVolumeClaim",))
+        if volume is not None and claim is None:
+            raise fail("persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)")
         op = CreatePods(index, count=f.count(), namespace=f.text("namespace", default_ns), template=tmpl,
                         collect_metrics=f.flag("collectMetrics"), skip_wait=f.flag("skipWaitToCompletion"),
-                        timeout=f.duration("timeout"))
+                        timeout=f.duration("timeout"), volume_template=volume, claim_template=claim)
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
         return op

@@ -465,6 +465,13 @@ HEADER = """\
     ("  - opcode: createAny\n    namespace: ns\n", {}, "T op 1 (createAny): missing field templatePath (or template)"),
     ("  - opcode: createAny\n    template: {apiVersion: v1, metadata: {name: x}}\n", {},
      "T op 1 (createAny): the template has no kind"),
+    ("  - opcode: createPods\n    count: 1\n    persistentVolumeTemplate: {kind: PersistentVolume, spec: {}}\n", {},
+     "T op 1 (createPods): persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)"),
+    ("  - opcode: createPods\n    count: 1\n    persistentVolumeClaimTemplate: {kind: PersistentVolume}\n", {},
+     "T op 1 (createPods): field persistentVolumeClaimTemplate: expected a PersistentVolumeClaim object"),
+    ("  - opcode: createNodes\n    count: 1\n    persistentVolumesPerNode: 2\n", {},
+     "T/W op 1 (createNodes): persistentVolumesPerNode and persistentVolumeTemplatePath (or "
+     "persistentVolumeTemplate) go together"),
 ], ids=[
     "an unknown opcode", "a missing param", "a count that is not a number", "a param of the wrong type",
     "a flag from a param that is not a bool", "an unknown field", "a template file that does not exist",
@@ -472,6 +479,7 @@ HEADER = """\
     "an unknown barrier stage", "a duration that does not parse", "a taint with an unknown effect",
     "two node label strategies", "a label strategy without values", "a unique label strategy with values",
     "createAny without a template", "createAny of a template without a kind",
+    "pods with volumes but no claims", "a claim template of another kind", "volumes per node without a template",
 ])
 def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
     (tmp_path / "pod.yaml").write_text(POD)

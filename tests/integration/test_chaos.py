@@ -10,6 +10,13 @@ What issue 12 asks to keep true, checked from the API server's side only:
   their status says they hold (issue 18);
 * no two live pods on a node hold conflicting host ports (same protocol
   and port, on one IP or on 0.0.0.0), sidecars' ports included (issue 18);
+* volumes (issue 20): no PersistentVolume is claimRef'd to one claim and
+  then to another, and no two claims name one volume; at every bind, each
+  of the pod's claims is already Bound (PreBind waited for the PV
+  controller) to a volume whose node affinity admits the bound node; a
+  pending pod with claims counts as one that fits only on nodes its claims
+  can reach (its bound volume's, an unclaimed local volume's, or any node
+  for a provisioned claim);
 * no gang is left with fewer than minMember bound once any member is bound;
 * no bind by a non-leader: each replica process talks to the API with a
   token of its own; a middleware on the simulated cluster remembers the
@@ -28,6 +35,16 @@ is SIGKILLed; once the other replica has taken over, the killed one is
 started again (as its Deployment would); once that one is ready, the other
 one, leading, gets SIGTERM and hands over; nodes are added, cordoned and
 deleted. Each of the three leadership terms must have bound pods.
+
+Some pods come as a StatefulSet's replicas do, with a WaitForFirstConsumer
+claim each (``data-local-3`` for pod ``local-3``): half of them of a class
+with no provisioner, served by local volumes pinned by hostname node
+affinity, LOCAL_PVS_PER_NODE on each of the first nodes (two of which are
+cordoned or deleted mid-burst), the rest of a class of the simulated
+cluster's own provisioner, which creates each volume on the node tandem
+selected. The simulated cluster plays the PV controller; the faults reach
+tandem's PV and claim writes as they reach everything else, and a kill can
+land in PreBind.
 
 The workload has pods whose sidecar (an init container with restartPolicy
 Always) or app container asks for host port 9100, and, bound before the
@@ -61,6 +78,7 @@ from bench.simcluster import errors as sim_errors
 from bench.simcluster.agent import AgentConfig
 from bench.simcluster.faults import FaultRule, Faults
 from bench.simcluster.resources import lookup
+from bench.simcluster.volumes import PROVISIONER, TOPOLOGY_PARAMETER
 from tests.integration.test_leader_election import LEADER_ELECTION, Process, lease_holder, ready, reap, spawn
 from tests.integration.test_scheduler import (NS, allocatable_of, cpu_m, eventually, make_node, make_pod, phase,
                                               quantity, scheduled_condition)
@@ -72,6 +90,9 @@ PODS = lookup("", "v1", "pods")
 NODES = lookup("", "v1", "nodes")
 EVENTS = lookup("events.k8s.io", "v1", "events")
 PODGROUPS = lookup("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+PVS = lookup("", "v1", "persistentvolumes")
+PVCS = lookup("", "v1", "persistentvolumeclaims")
+CLASSES = lookup("storage.k8s.io", "v1", "storageclasses")
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MERGE = "application/merge-patch+json"
 
@@ -83,6 +104,9 @@ IMPOSSIBLE = 3                    # pods asking for more cpu than any node has: 
 SIDECAR_TCP, APP_TCP, SIDECAR_UDP = 12, 4, 4   # pods wanting host port 9100: by sidecar or app container
 HOST_PORT = 9100
 RESIZING_DOWN, INFEASIBLE = 6, 2  # pods bound before the burst, mid-resize (on node-00.. in turn)
+LOCAL_CLAIMS, PROVISIONED_CLAIMS = 12, 8   # pods with one WaitForFirstConsumer claim each
+LOCAL_CLASS, PROVISIONED_CLASS = "local-wffc", "sim-wffc"
+LOCAL_PVS_PER_NODE, LOCAL_PV_NODES = 2, 12   # on node-00 .. node-11: 24 volumes for 12 claims
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="")
 
@@ -97,6 +121,9 @@ class Audit:
     conflicts: list[str] = field(default_factory=list)
     port_conflicts: list[str] = field(default_factory=list)                  # host ports two pods of a node hold
     gone: int = 0                                                              # watches answered 410
+    claim_refs: dict[str, tuple[str, str]] = field(default_factory=dict)       # volume -> the first claim it named
+    volume_conflicts: list[str] = field(default_factory=list)                 # a volume claimed twice
+    unreachable: list[str] = field(default_factory=list)                      # bound where a volume is not
 
 
 def _requests(r: dict[str, Any]) -> dict[str, int]:
@@ -138,11 +165,77 @@ def ports_conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     return a[1:] == b[1:] and (a[0] == b[0] or "0.0.0.0" in (a[0], b[0]))
 
 
+def reaches(pv: dict[str, Any], node: dict[str, Any]) -> bool:
+    """The volume's required node affinity admits the node (the In / NotIn / Exists / DoesNotExist of the
+    volumes made here and by the provisioner; a term with matchFields is refused rather than guessed)."""
+    required = ((pv["spec"].get("nodeAffinity") or {}).get("required") or {}).get("nodeSelectorTerms")
+    if not required:
+        return True
+    labels = node["metadata"].get("labels") or {}
+
+    def holds(e: dict[str, Any]) -> bool:
+        op, has = e["operator"], e["key"] in labels
+        if op == "In":
+            return has and labels[e["key"]] in e["values"]
+        if op == "NotIn":
+            return not has or labels[e["key"]] not in e["values"]
+        assert op in ("Exists", "DoesNotExist"), e
+        return has == (op == "Exists")
+
+    assert not any(t.get("matchFields") for t in required), required
+    return any(all(holds(e) for e in t.get("matchExpressions") or ()) for t in required)
+
+
+def claims_of(pod: dict[str, Any]) -> list[str]:
+    return [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"].get("volumes") or ()
+            if v.get("persistentVolumeClaim")]
+
+
+def audit_volumes(a: Audit, store: Any, resource: str, result: Any) -> None:
+    """A volume whose claimRef moves from one claim to another (no claim is ever deleted here), or a claim
+    naming a volume another claim names, is a volume bound twice."""
+    if isinstance(result, sim_errors.APIError):
+        return
+    obj = result.obj()
+    if resource.startswith("persistentvolumes"):
+        ref = obj["spec"].get("claimRef") or {}
+        if ref.get("name"):
+            claim = (ref.get("namespace", ""), ref["name"])
+            first = a.claim_refs.setdefault(obj["metadata"]["name"], claim)
+            if first != claim:
+                a.volume_conflicts.append(f"{obj['metadata']['name']} claimRef'd to {first} and then to {claim}")
+    elif resource.startswith("persistentvolumeclaims"):
+        volume = obj["spec"].get("volumeName")
+        if volume:
+            others = [e.key for e in store.table(PVCS).objects.values()
+                      if e.obj()["spec"].get("volumeName") == volume and e.key[1] != obj["metadata"]["name"]]
+            if others:
+                a.volume_conflicts.append(f"{volume} named by {obj['metadata']['name']} and by {others}")
+
+
+def audit_bind_volumes(a: Audit, store: Any, pod: dict[str, Any], node: dict[str, Any]) -> None:
+    """At a bind: every claim of the pod Bound, to a volume that reaches the node."""
+    where = f"{pod['metadata']['name']} on {node['metadata']['name']}"
+    for claim in claims_of(pod):
+        pvc = store.get_obj(PVCS, NS, claim)
+        volume = (pvc or {}).get("spec", {}).get("volumeName")
+        if pvc is None or not volume or (pvc.get("status") or {}).get("phase") != "Bound":
+            a.unreachable.append(f"{where}: claim {claim} not Bound yet: {pvc and pvc.get('status')}")
+            continue
+        pv = store.get_obj(PVS, "", volume)
+        if pv is None or not reaches(pv, node):
+            a.unreachable.append(f"{where}: volume {volume} of {claim} does not reach it: "
+                                 f"{pv and pv['spec'].get('nodeAffinity')}")
+
+
 def audit(cluster: SimCluster) -> Audit:
     a = Audit()
     store = cluster.store
 
     def on_write(verb: str, resource: str, ns: str, name: str, result: Any) -> None:
+        if resource.startswith(("persistentvolumes", "persistentvolumeclaims")):
+            audit_volumes(a, store, resource, result)
+            return
         if resource != "pods/binding":
             return
         a.binds.append((time.monotonic(), CALLER.get(), lease_holder(cluster), name))
@@ -154,6 +247,9 @@ def audit(cluster: SimCluster) -> Audit:
         node = store.get_obj(NODES, "", node_name)
         if node is None:
             return      # bound to a node deleted meanwhile: the pod fails (pod GC), no room is taken
+        bound_pod = store.get_obj(PODS, ns, name)
+        if bound_pod is not None:
+            audit_bind_volumes(a, store, bound_pod, node)
         room = allocatable_of(node)
         held: list[tuple[str, tuple[str, str, int]]] = []
         for e in store.table(PODS).objects.values():
@@ -264,9 +360,12 @@ def config_file(tmp_path: Path) -> Path:
 def workload(rng: random.Random) -> list[list[dict[str, Any]]]:
     """BATCHES batches of pods: plain ones of random size, gangs split across two batches, a few impossible."""
     ported = SIDECAR_TCP + APP_TCP + SIDECAR_UDP
+    claimed = LOCAL_CLAIMS + PROVISIONED_CLAIMS
     plain = [make_pod(f"p-{i:03d}", cpu=f"{rng.choice((100, 150, 200, 250, 300, 400))}m",
                       memory=f"{rng.choice((64, 128, 256))}Mi")
-             for i in range(BATCHES * BATCH_SIZE - GANGS * GANG_SIZE - IMPOSSIBLE - ported)]
+             for i in range(BATCHES * BATCH_SIZE - GANGS * GANG_SIZE - IMPOSSIBLE - ported - claimed)]
+    plain += [replica("local", i) for i in range(LOCAL_CLAIMS)]
+    plain += [replica("dynamic", i) for i in range(PROVISIONED_CLAIMS)]
     plain += [make_pod(f"huge-{i}", cpu="64", memory="64Mi") for i in range(IMPOSSIBLE)]
     plain += [port_pod(f"sidecar-tcp-{i}", "TCP") for i in range(SIDECAR_TCP)]
     plain += [port_pod(f"app-tcp-{i}", "TCP", sidecar=False) for i in range(APP_TCP)]
@@ -293,6 +392,44 @@ def port_pod(name: str, protocol: str, sidecar: bool = True) -> dict[str, Any]:
     else:
         pod["spec"]["containers"][0]["ports"] = [port]
     return pod
+
+
+def replica(statefulset: str, ordinal: int) -> dict[str, Any]:
+    """Replica ``ordinal`` of a StatefulSet with a volumeClaimTemplate ``data``: its claim is data-<pod>."""
+    name = f"{statefulset}-{ordinal}"
+    return make_pod(name, cpu="100m", memory="64Mi", labels={"app": statefulset},
+                    volumes=[{"name": "data", "persistentVolumeClaim": {"claimName": f"data-{name}"}}])
+
+
+def claim_for(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The claim the StatefulSet controller would create before the pod: local-* pods use LOCAL_CLASS, dynamic-*
+    PROVISIONED_CLASS."""
+    names = claims_of(pod)
+    if not names:
+        return None
+    cls = LOCAL_CLASS if pod["metadata"]["labels"].get("app") == "local" else PROVISIONED_CLASS
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": names[0], "namespace": NS},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": cls,
+                     "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def storage(cluster: SimCluster) -> None:
+    """Both WaitForFirstConsumer classes, and LOCAL_PVS_PER_NODE local volumes on each of the first nodes."""
+    for name, provisioner, params in ((LOCAL_CLASS, "kubernetes.io/no-provisioner", {}),
+                                      (PROVISIONED_CLASS, PROVISIONER, {TOPOLOGY_PARAMETER: "hostname"})):
+        cluster.store.create(CLASSES, "", {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                           "metadata": {"name": name}, "provisioner": provisioner,
+                                           "parameters": params, "volumeBindingMode": "WaitForFirstConsumer"})
+    for n in range(LOCAL_PV_NODES):
+        node = f"node-{n:02d}"
+        for j in range(LOCAL_PVS_PER_NODE):
+            cluster.store.create(PVS, "", {
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"local-{node}-{j}"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                         "storageClassName": LOCAL_CLASS, "persistentVolumeReclaimPolicy": "Retain",
+                         "local": {"path": f"/mnt/disks/vol{j}"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}})
 
 
 def resize_status(cpu: str, allocated: str, infeasible: bool = False) -> bytes:
@@ -341,6 +478,28 @@ def explained(cluster: SimCluster) -> set[str]:
     return out
 
 
+def reachable(cluster: SimCluster, pod: dict[str, Any], nodes: dict[str, Any]) -> set[str]:
+    """The nodes every claim of the pod can reach: its bound volume's; for an unbound local claim, those of a
+    volume of its class that names no other claim; any node for a provisioned claim."""
+    store, out = cluster.store, set(nodes)
+    for claim in claims_of(pod):
+        pvc = store.get_obj(PVCS, NS, claim)
+        if pvc is None:
+            return set()
+        volume = pvc["spec"].get("volumeName")
+        if volume:
+            candidates = [store.get_obj(PVS, "", volume)]
+        elif pvc["spec"].get("storageClassName") == LOCAL_CLASS:
+            candidates = [e.obj() for e in store.table(PVS).objects.values()
+                          if e.obj()["spec"].get("storageClassName") == LOCAL_CLASS
+                          and (e.obj()["spec"].get("claimRef") or {}).get("name", claim) == claim]
+        else:
+            continue
+        out &= {n for n in nodes for pv in candidates
+                if pv is not None and reaches(pv, store.get_obj(NODES, "", n))}
+    return out
+
+
 def unsettled(cluster: SimCluster) -> list[str]:
     """What keeps the cluster from being settled: unexplained pods, plain pods that fit somewhere, partial gangs."""
     problems = []
@@ -371,7 +530,7 @@ def unsettled(cluster: SimCluster) -> list[str]:
         want, ports = effective_requests_of(p), host_ports_of(p)
         if not group and any(all(r[k] >= want[k] for k in want)
                              and not any(ports_conflict(a, b) for a in ports for b in held[n])
-                             for n, r in room.items()):
+                             for n, r in room.items() if n in reachable(cluster, p, room)):
             problems.append(f"{name} {want} {ports} fits on a node and is not bound")
     problems += [f"gang {g} has {n} of {GANG_SIZE} bound" for g, n in bound_in.items() if n < GANG_SIZE]
     return problems
@@ -397,6 +556,7 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
             cluster.store.create(PODGROUPS, NS, {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
                                                  "metadata": {"name": f"g{g}", "namespace": NS},
                                                  "spec": {"minMember": GANG_SIZE}})
+        storage(cluster)
         seen = audit(cluster)
         resized = await resizing_pods(cluster)
         replicas = Replicas(tmp_path, cluster.url, config_file(tmp_path))
@@ -408,6 +568,9 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
             names = list(resized)
             for b, batch in enumerate(workload(rng)):
                 for pod in batch:      # all at once, no await: live watchers fall out of the window
+                    claim = claim_for(pod)
+                    if claim is not None:
+                        cluster.store.create(PVCS, NS, claim)
                     cluster.store.create(PODS, NS, pod)
                     names.append(pod["metadata"]["name"])
                 holder = replicas.holding(lease_holder(cluster))
@@ -467,6 +630,19 @@ async def test_through_faults_kills_and_node_churn_nothing_is_lost_overcommitted
         assert seen.overcommitted == [], seen.overcommitted[:10]
         assert seen.conflicts == [], seen.conflicts[:10]
         assert seen.port_conflicts == [], seen.port_conflicts[:10]
+
+        # volumes: none claimed twice, none bound before its claim or away from its volume (the audit, at every
+        # write); the unbound replicas are explained and fit nowhere their claims reach (settled, above); most
+        # replicas of both StatefulSets bound, each provisioned one to a volume of its own
+        assert seen.volume_conflicts == [], seen.volume_conflicts[:10]
+        assert seen.unreachable == [], seen.unreachable[:10]
+        for sts, n in (("local", LOCAL_CLAIMS), ("dynamic", PROVISIONED_CLAIMS)):
+            placed = [f"{sts}-{i}" for i in range(n) if present[f"{sts}-{i}"]["spec"].get("nodeName")]
+            assert len(placed) >= n // 2, (sts, placed)
+            volumes = {p: cluster.store.get_obj(PVCS, NS, f"data-{p}")["spec"].get("volumeName", "") for p in placed}
+            prefix = "pvc-" if sts == "dynamic" else "local-node-"
+            assert all(v.startswith(prefix) for v in volumes.values()), volumes
+            assert len(set(volumes.values())) == len(placed), volumes
 
         # no bind by a non-leader: the Lease named the binding process's identity when its bind arrived
         identities = {t: replicas.identity(t) for t in replicas.procs}

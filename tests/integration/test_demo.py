@@ -29,6 +29,14 @@ EXPECTED = {                     # pod -> (node, zone)
     "trainer": ("gpu-a", "zone-a"),
     "gated-job": ("medium-b", "zone-b"),
     "too-big": ("<pending>", "-"),
+    "pg-0": ("medium-b", "zone-b"),
+    "pg-1": ("large-c", "zone-c"),
+    "cache-0": ("small-a", "zone-a"),
+}
+CLAIMS = {                       # claim -> (class, status, where its volume is)
+    "data-pg-0": ("local-storage", "Bound", "hostname=medium-b"),
+    "data-pg-1": ("local-storage", "Bound", "hostname=large-c"),
+    "data-cache-0": ("zonal", "Bound", "zone=zone-a"),
 }
 FIT_ERROR = ("0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
              "1 node(s) were unschedulable, 4 Insufficient cpu.")
@@ -42,23 +50,44 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.Completed
     return proc, kubeconfig
 
 
-def _placements(out: str) -> dict[str, tuple[str, str, str]]:
-    """The placement table: pod -> (node, zone, why)."""
+def _rows(out: str, header: str) -> dict[str, list[str]]:
+    """A table of the demo's output by its header's regex: first cell -> the other cells."""
     lines = out.splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(r"POD\s+NODE\s+ZONE\s+REQUESTS\s+WHY$", line))
+    start = next(i for i, line in enumerate(lines) if re.match(header, line))
     rows = {}
     for line in lines[start + 1:]:
         if not line.strip():
             break
         cells = re.split(r"\s{2,}", line.strip())
-        rows[cells[0]] = (cells[1], cells[2], cells[-1])
+        rows[cells[0]] = cells[1:]
     return rows
+
+
+def _placements(out: str) -> dict[str, tuple[str, str, str]]:
+    """The placement table: pod -> (node, zone, why)."""
+    return {pod: (c[0], c[1], c[-1]) for pod, c in _rows(out, r"POD\s+NODE\s+ZONE\s+REQUESTS\s+WHY$").items()}
 
 
 def test_demo_exits_cleanly_and_quickly(demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     proc, _ = demo
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert "Traceback" not in proc.stderr, proc.stderr
+
+
+def _claims(out: str) -> dict[str, tuple[str, ...]]:
+    """The claims' table: claim -> (class, status, volume, volume on)."""
+    return {c: tuple(cells) for c, cells in _rows(out, r"CLAIM\s+CLASS\s+STATUS\s+VOLUME\s+VOLUME ON$").items()}
+
+
+def test_statefulset_claims_bind_one_volume_each_where_their_pods_are(
+        demo: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """WaitForFirstConsumer: pg-0 and pg-1 take one local volume each (never the same one), on their pods'
+    nodes; cache-0's volume is provisioned in the zone its class allows."""
+    proc, _ = demo
+    claims = _claims(proc.stdout)
+    assert {c: (cls, status, where) for c, (cls, status, _, where) in claims.items()} == CLAIMS, proc.stdout
+    assert claims["data-pg-0"][2] == "local-medium-b" and claims["data-pg-1"][2] == "local-large-c", claims
+    assert claims["data-cache-0"][2].startswith("pvc-"), claims   # the provisioner's name for a claim's volume
 
 
 def test_every_pod_lands_where_its_constraints_and_scores_send_it(
@@ -91,4 +120,4 @@ def test_demo_points_at_kubectl_with_its_kubeconfig(demo: tuple[subprocess.Compl
     proc, kubeconfig = demo
     assert f"kubectl --kubeconfig {kubeconfig} get pods -o wide" in proc.stdout
     assert kubeconfig.is_file()
-    assert 'scheduler_schedule_attempts_total{profile="tandem-scheduler",result="scheduled"} 7.0' in proc.stdout
+    assert 'scheduler_schedule_attempts_total{profile="tandem-scheduler",result="scheduled"} 10.0' in proc.stdout
