@@ -3,6 +3,7 @@
     python -m bench.micro_cycle --nodes 500 5000 15000 --pods 2000 --percentage adaptive 100
     python -m bench.micro_cycle --nodes 5000 --existing 10000 --shape anti-affinity spread
     python -m bench.micro_cycle --nodes 5000 --shape wffc      # two local volumes per node, one claim per pod
+    python -m bench.micro_cycle --nodes 5000 --shape csi-pv    # one claim per pod, bound to its own CSI volume
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
 32Gi, 110 pods, three zones), binds E existing pods round robin over them,
@@ -76,6 +77,8 @@ SHAPES: dict[str, dict] = {
                                                         "labelSelector": {"matchLabels": GREEN}}]},
     # one WaitForFirstConsumer claim per pod; every node holds two local volumes of the class (1Gi, 2Gi)
     "wffc": {},
+    # one claim per pod, bound to its own CSI volume (SchedulingCSIPVs' shape: no node affinity, any node)
+    "csi-pv": {},
 }
 LOCAL_CLASS = {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
                "volumeBindingMode": "WaitForFirstConsumer"}
@@ -95,13 +98,27 @@ def _claim(name: str) -> dict:
                      "resources": {"requests": {"storage": "1Gi"}}}}
 
 
+def _bound_csi_pair(name: str) -> tuple[dict, dict]:
+    """A claim and the CSI volume it is bound to, as the PV controller leaves them."""
+    pv = {"metadata": {"name": "pv-" + name, "resourceVersion": "1"}, "status": {"phase": "Bound"},
+          "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadOnlyMany"],
+                   "csi": {"driver": "simcluster.tandem.dev", "volumeHandle": "pv-" + name},
+                   "claimRef": {"namespace": "bench", "name": name, "uid": "c-" + name}}}
+    pvc = {"metadata": {"name": name, "namespace": "bench", "uid": "c-" + name, "resourceVersion": "1",
+                        "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+           "spec": {"accessModes": ["ReadOnlyMany"], "volumeName": "pv-" + name, "storageClassName": "",
+                    "resources": {"requests": {"storage": "1Gi"}}},
+           "status": {"phase": "Bound"}}
+    return pv, pvc
+
+
 def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labelled: bool = True) -> dict:
     spec = {"schedulerName": "tandem-scheduler", "containers": [{
         "name": "pause", "image": "registry.k8s.io/pause:3.10",
         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}], **SHAPES[shape]}
     if node:
         spec["nodeName"] = node
-    if shape == "wffc":
+    if shape in ("wffc", "csi-pv"):
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-" + name}}]
     return {"metadata": {"name": name, "namespace": namespace, "uid": name, "labels": GREEN if labelled else {}},
             "spec": spec}
@@ -126,6 +143,11 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
                 s.on_pv_add(_local_pv(f"pv-{i}-{j}", f"node-{i}", size))
         for i in range(pods):
             s.on_pvc_add(_claim(f"data-p{i}"))
+    if shape == "csi-pv":
+        for i in range(pods):
+            pv, pvc = _bound_csi_pair(f"data-p{i}")
+            s.on_pv_add(pv)
+            s.on_pvc_add(pvc)
     for i in range(existing):
         if shape == "anti-affinity" and i >= 1000:   # plain pods elsewhere, as the workload's filler
             s.on_pod_add(_pod(f"e{i}", "default", f"node-{i % nodes}", "plain", labelled=False))

@@ -89,7 +89,8 @@ class NodeVolumeLimits:
             return None, _SKIP   # no claim, no generic ephemeral or migratable inline volume
         attach = self.handle.attachments
         store = self.handle.volumes
-        ephemeral = set(pod.ephemeral_pvcs)
+        limited = attach.limited
+        ephemeral = set(pod.ephemeral_pvcs) if pod.ephemeral_pvcs else ()
         found: dict[str, tuple[str, str, str]] = {}
         for name in pod.pvcs:
             pvc = store.claim(pod.namespace, name)
@@ -104,16 +105,16 @@ class NodeVolumeLimits:
                     Code.ERROR, f"PVC {pod.namespace}/{name} was not created for pod {pod.key} (pod is not owner)",
                     plugin=NAME)))
                 return None, _OK
-            r = attach.resolve_claim(pvc)
-            if r is not None:
-                found[r[0]] = r
+            if limited:
+                r = attach.resolve_claim(pvc)
+                if r is not None:
+                    found[r[0]] = r
+        if not limited:
+            return None, _SKIP   # no CSINode limits any driver: every node fits, as upstream's Filter would find
         for plugin, handle in pod.inline_attach:
             r = attach.resolve_inline(plugin, handle)
             found[r[0]] = r
-        drivers = sorted({d for _, d, _ in found.values()})
-        cols = attach.columns(drivers)
-        cols = cols[cols >= 0]
-        if not found or not len(cols) or not (attach.limit[:, cols] >= 0).any():
+        if not any(d in limited for _, d, _ in found.values()):
             # nothing to count, or no CSINode limits these drivers anywhere: every node fits, as upstream's
             # Filter would find (CSINodes do not change within a cycle)
             return None, _SKIP

@@ -66,13 +66,52 @@ class Attachments:
         self._claim_nodes: dict[str, dict[str, int]] = {}  # "ns/claim" of placed pods -> node -> uses
         self._claim_pv: dict[str, str] = {}               # such a claim -> the PV it named when last seen
         self._pv_claims: dict[str, set[str]] = {}
-        self.counted: dict[str, set[str]] = {}            # node -> the unique volumes its pods use
-        self.where: dict[str, set[str]] = {}              # unique volume -> nodes whose pods use it
-        self.drivers: dict[str, int] = {}                 # driver -> column
+        self._counted: dict[str, set[str]] = {}           # node -> the unique volumes its pods use
+        self._where: dict[str, set[str]] = {}             # unique volume -> nodes whose pods use it
+        self._drivers: dict[str, int] = {}                 # driver -> column
+        # driver -> how many CSINodes set a count for it: a pod none of whose drivers is here fits every node
+        # without a recount (most clusters: CSI volumes with no attach limit, or none at all)
+        self.limited: dict[str, int] = {}
+        # nodes whose counts changed since they were last written: a recount is O(the node's volumes) and
+        # numpy row writes, so it waits until someone reads the counts (:meth:`_flush`), which no cycle does
+        # while no CSINode limits a driver
+        self._dirty: set[str] = set()
         cap = nodes.cap
-        self.limit = np.full((cap, 0), -1, dtype=np.int64)   # [cap, drivers]: allocatable.count, -1 none
-        self.used = np.zeros((cap, 0), dtype=np.int64)       # [cap, drivers]: unique volumes there
-        self.migrated = np.zeros((cap, len(PLUGINS)), dtype=bool)   # [cap, PLUGINS]: the CSINode migrated it
+        self._limit = np.full((cap, 0), -1, dtype=np.int64)   # [cap, drivers]: allocatable.count, -1 none
+        self._used = np.zeros((cap, 0), dtype=np.int64)       # [cap, drivers]: unique volumes there
+        self._migrated = np.zeros((cap, len(PLUGINS)), dtype=bool)   # [cap, PLUGINS]: the CSINode migrated it
+
+    # the columns and indexes, current as of this read (a pending recount is done first)
+
+    @property
+    def limit(self) -> np.ndarray:
+        self._flush()
+        return self._limit
+
+    @property
+    def used(self) -> np.ndarray:
+        self._flush()
+        return self._used
+
+    @property
+    def migrated(self) -> np.ndarray:
+        self._flush()
+        return self._migrated
+
+    @property
+    def where(self) -> dict[str, set[str]]:
+        self._flush()
+        return self._where
+
+    @property
+    def drivers(self) -> dict[str, int]:
+        self._flush()
+        return self._drivers
+
+    @property
+    def counted(self) -> dict[str, set[str]]:
+        self._flush()
+        return self._counted
 
     # ------------------------------------------------------------------ what a volume counts as
 
@@ -154,13 +193,14 @@ class Attachments:
 
     def columns(self, drivers: Iterable[str]) -> np.ndarray:
         """The columns of ``drivers`` (-1 for a driver no CSINode or volume named yet: no limit anywhere)."""
+        self._flush()
         self._fit()
-        return np.array([self.drivers.get(d, -1) for d in drivers], dtype=np.int64)
+        return np.array([self._drivers.get(d, -1) for d in drivers], dtype=np.int64)
 
     def rows_using(self, unique: str) -> list[int]:
         """The rows whose pods use ``unique`` (few: a volume is attached to one node, or a handful)."""
         rows = []
-        for node in self.where.get(unique, ()):
+        for node in self.where.get(unique, ()):   # (the property: pending recounts first)
             r = self._nodes.row(node)
             if r is not None:
                 rows.append(r)
@@ -169,39 +209,47 @@ class Attachments:
     # ------------------------------------------------------------------ upkeep
 
     def _col(self, driver: str) -> int:
-        c = self.drivers.get(driver)
+        c = self._drivers.get(driver)
         if c is None:
-            c = self.drivers[driver] = len(self.drivers)
-            self.limit = np.hstack([self.limit, np.full((self.limit.shape[0], 1), -1, dtype=np.int64)])
-            self.used = np.hstack([self.used, np.zeros((self.used.shape[0], 1), dtype=np.int64)])
+            c = self._drivers[driver] = len(self._drivers)
+            self._limit = np.hstack([self._limit, np.full((self._limit.shape[0], 1), -1, dtype=np.int64)])
+            self._used = np.hstack([self._used, np.zeros((self._used.shape[0], 1), dtype=np.int64)])
         return c
 
     def _fit(self) -> None:
         """Grow the columns' rows with the node table's capacity."""
-        cap, have = self._nodes.cap, self.limit.shape[0]
+        cap, have = self._nodes.cap, self._limit.shape[0]
         if cap > have:
             extra = cap - have
-            self.limit = np.vstack([self.limit, np.full((extra, self.limit.shape[1]), -1, dtype=np.int64)])
-            self.used = np.vstack([self.used, np.zeros((extra, self.used.shape[1]), dtype=np.int64)])
-            self.migrated = np.vstack([self.migrated, np.zeros((extra, len(PLUGINS)), dtype=bool)])
+            self._limit = np.vstack([self._limit, np.full((extra, self._limit.shape[1]), -1, dtype=np.int64)])
+            self._used = np.vstack([self._used, np.zeros((extra, self._used.shape[1]), dtype=np.int64)])
+            self._migrated = np.vstack([self._migrated, np.zeros((extra, len(PLUGINS)), dtype=bool)])
 
     def refresh(self, node: str) -> None:
+        """``node``'s counts may have changed: they are recomputed before they are next read."""
+        self._dirty.add(node)
+
+    def _flush(self) -> None:
+        while self._dirty:
+            self._recount(self._dirty.pop())
+
+    def _recount(self, node: str) -> None:
         """Recompute ``node``'s counts, its row and ``where`` from what it holds now."""
         per_driver, counted = self.node_counts(node)
-        old = self.counted.get(node, set())
+        old = self._counted.get(node, set())
         new = counted
         for u in old - new:
-            s = self.where.get(u)
+            s = self._where.get(u)
             if s is not None:
                 s.discard(node)
                 if not s:
-                    del self.where[u]
+                    del self._where[u]
         for u in new - old:
-            self.where.setdefault(u, set()).add(node)
+            self._where.setdefault(u, set()).add(node)
         if new:
-            self.counted[node] = new
+            self._counted[node] = new
         else:
-            self.counted.pop(node, None)
+            self._counted.pop(node, None)
         row = self._nodes.row(node)
         if row is None:
             return   # kept by name; the row is written when the node arrives (Cache.add_node)
@@ -209,21 +257,22 @@ class Attachments:
         for d in (*limits, *per_driver):
             self._col(d)
         self._fit()
-        self.limit[row] = -1
+        self._limit[row] = -1
         for d, n in limits.items():
-            self.limit[row, self.drivers[d]] = n
-        self.used[row] = 0
+            self._limit[row, self._drivers[d]] = n
+        self._used[row] = 0
         for d, n in per_driver.items():
-            self.used[row, self.drivers[d]] = n
+            self._used[row, self._drivers[d]] = n
         mig = self.migrated_on(node)
-        self.migrated[row] = [p in mig for p in PLUGINS]
+        self._migrated[row] = [p in mig for p in PLUGINS]
 
     def clear_row(self, row: int) -> None:
         """The node table freed ``row``: no limit, nothing used, until a node takes it (:meth:`refresh`)."""
-        if row < self.limit.shape[0]:
-            self.limit[row] = -1
-            self.used[row] = 0
-            self.migrated[row] = False
+        self._flush()   # a pending recount of the node that held it must not write it after this
+        if row < self._limit.shape[0]:
+            self._limit[row] = -1
+            self._used[row] = 0
+            self._migrated[row] = False
 
     def place(self, pod: Pod, node: str) -> None:
         refs = volume_refs(pod)
@@ -309,12 +358,26 @@ class Attachments:
             self.refresh(node)
 
     def set_csinode(self, cn: CSINode) -> None:
+        old = self.csinodes.get(cn.name)
+        if old is not None:
+            self._limits_counted(old, -1)
         self.csinodes[cn.name] = cn
+        self._limits_counted(cn, 1)
         self.refresh(cn.name)
 
     def remove_csinode(self, name: str) -> None:
-        if self.csinodes.pop(name, None) is not None:
+        old = self.csinodes.pop(name, None)
+        if old is not None:
+            self._limits_counted(old, -1)
             self.refresh(name)
+
+    def _limits_counted(self, cn: CSINode, sign: int) -> None:
+        for driver, _ in cn.limits:
+            n = self.limited.get(driver, 0) + sign
+            if n > 0:
+                self.limited[driver] = n
+            else:
+                self.limited.pop(driver, None)
 
     def set_attachment(self, va: VolumeAttachment) -> None:
         old = self.attachments.get(va.name)

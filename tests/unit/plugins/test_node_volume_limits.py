@@ -289,6 +289,25 @@ def test_a_csinode_that_arrives_or_grows_changes_the_verdict_and_a_deleted_one_l
     assert verdict(cache, pod("q", f"csi-{EBS}-0", f"csi-{EBS}-3")) is None
 
 
+def test_while_no_csinode_sets_a_count_the_cycle_recounts_nothing_and_a_count_that_arrives_sees_every_pod() -> None:
+    """Placing a pod only marks its node; the counts are recomputed when first read, and no cycle reads them
+    while no CSINode limits a driver (the common case: the cycle pays nothing for volumes it cannot be refused)."""
+    cache = cache_with([EBS], (EBS_TWO,), source="")
+    att = cache.attachments
+    assert att._dirty == {NODE}, "the placement is counted later, not at assume"
+    assert att.limited == {}
+    assert verdict(cache, EBS_ONE) is None
+    assert att._dirty == {NODE}, "no CSINode limits ebs: the cycle read no count"
+    cn = csinode("csinode", 2, [EBS])
+    assert cn is not None
+    att.set_csinode(parse_csinode(cn))
+    assert att.limited == {EBS: 1}
+    assert verdict(cache, EBS_ONE) == EXCEED, "the two volumes placed before the count arrived are counted"
+    assert att._dirty == set()
+    att.remove_csinode(NODE)
+    assert att.limited == {}
+
+
 def test_a_detached_volume_frees_its_slot() -> None:
     cache = cache_with([EBS], (), limit=2, va_count=2)
     assert verdict(cache, EBS_ONE) == EXCEED
