@@ -4,6 +4,7 @@
     python -m bench.micro_cycle --nodes 5000 --existing 10000 --shape anti-affinity spread
     python -m bench.micro_cycle --nodes 5000 --shape wffc      # two local volumes per node, one claim per pod
     python -m bench.micro_cycle --nodes 5000 --shape csi-pv    # one claim per pod, bound to its own CSI volume
+    python -m bench.micro_cycle --nodes 5000 --prebind-waiting 1000   # while 1,000 pods wait in PreBind
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
 32Gi, 110 pods, three zones), binds E existing pods round robin over them,
@@ -125,7 +126,7 @@ def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labell
 
 
 async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "default",
-                  existing: int = 0) -> np.ndarray:
+                  existing: int = 0, prebind_waiting: int = 0) -> np.ndarray:
     doc: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                  "profiles": [{"schedulerName": "tandem-scheduler"}]}
     if percentage is not None:
@@ -136,13 +137,25 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
         s.on_node_add({"metadata": {"name": f"node-{i}", "labels": {
             "kubernetes.io/hostname": f"node-{i}", "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
             "status": {"allocatable": {"cpu": "4", "memory": "32Gi", "pods": "110"}}})
-    if shape == "wffc":
+    if shape == "wffc" or prebind_waiting:
         s.on_storage_class_add(LOCAL_CLASS)
         for i in range(nodes):
             for j, size in enumerate(("1Gi", "2Gi")):
                 s.on_pv_add(_local_pv(f"pv-{i}-{j}", f"node-{i}", size))
+    if shape == "wffc":
         for i in range(pods):
             s.on_pvc_add(_claim(f"data-p{i}"))
+    if prebind_waiting:
+        # pods whose claims tandem binds in PreBind, where they then wait for a PV controller that never comes
+        # (as behind a slow one): their binding tasks stay alive while the measured pods are scheduled
+        for i in range(prebind_waiting):
+            s.on_pvc_add(_claim(f"data-w{i}"))
+            s.on_pod_add(_pod(f"w{i}", "wffc"))
+        await time_cycles(s, prebind_waiting)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        waiting = sum(1 for t in s._tasks if not t.done())
+        assert waiting >= prebind_waiting, f"only {waiting} of {prebind_waiting} pods wait in PreBind"
     if shape == "csi-pv":
         for i in range(pods):
             pv, pvc = _bound_csi_pair(f"data-p{i}")
@@ -180,14 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", nargs="+", default=["default"], choices=sorted(SHAPES),
                    help="the measured pods' shape (default: scheduler_perf's pod-default)")
     p.add_argument("--existing", type=int, default=0, help="pods bound before the measured ones")
+    p.add_argument("--prebind-waiting", type=int, default=0,
+                   help="WaitForFirstConsumer pods left waiting in PreBind (for a PV controller) while measuring")
     args = p.parse_args(argv)
-    print(f"{'nodes':>6}  {'existing':>8}  {'shape':<18} {'percentageOfNodesToScore':<24} {'mean':>7} {'p50':>7} "
+    print(f"{'nodes':>6}  {'existing':>8}  {'prebind':>7}  {'shape':<18} {'percentageOfNodesToScore':<24} {'mean':>7} {'p50':>7} "
           f"{'p99':>7}  (us per cycle)")
     for n in args.nodes:
         for shape in args.shape:
             for pct in args.percentage:
-                d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct), shape, args.existing))
-                print(f"{n:>6}  {args.existing:>8}  {shape:<18} {pct:<24} {d.mean():7.0f} {np.percentile(d, 50):7.0f} "
+                d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct), shape, args.existing,
+                                        args.prebind_waiting))
+                print(f"{n:>6}  {args.existing:>8}  {args.prebind_waiting:>7}  {shape:<18} {pct:<24} {d.mean():7.0f} {np.percentile(d, 50):7.0f} "
                       f"{np.percentile(d, 99):7.0f}")
     return 0
 
