@@ -78,7 +78,7 @@ SHAPES: dict[str, dict] = {
                                                         "labelSelector": {"matchLabels": GREEN}}]},
     # one WaitForFirstConsumer claim per pod; every node holds two local volumes of the class (1Gi, 2Gi)
     "wffc": {},
-    # one claim per pod, bound to its own CSI volume (SchedulingCSIPVs' shape: no node affinity, any node)
+    # one claim per pod, bound to its own CSI volume; nodes allow 39 of the driver (SchedulingCSIPVs' shape)
     "csi-pv": {},
 }
 LOCAL_CLASS = {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
@@ -157,6 +157,9 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
         waiting = sum(1 for t in s._tasks if not t.done())
         assert waiting >= prebind_waiting, f"only {waiting} of {prebind_waiting} pods wait in PreBind"
     if shape == "csi-pv":
+        for i in range(nodes):   # upstream's node-with-volume-limits: the driver allows 39 volumes a node
+            s.on_csinode_add({"metadata": {"name": f"node-{i}"}, "spec": {"drivers": [
+                {"name": "simcluster.tandem.dev", "nodeID": f"node-{i}", "allocatable": {"count": 39}}]}})
         for i in range(pods):
             pv, pvc = _bound_csi_pair(f"data-p{i}")
             s.on_pv_add(pv)

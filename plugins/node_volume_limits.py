@@ -159,30 +159,45 @@ class NodeVolumeLimits:
         return FilterResult.from_mask(~over, ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED)
 
     def _over(self, s: _State, rows: np.ndarray) -> np.ndarray:
-        """bool[k]: the rows where a driver's new volumes exceed its count. ``lim``, ``used``, ``new``: [k, m]
-        over the m drivers of the pod's volumes that some CSINode or volume named."""
+        """bool[k]: the rows where a driver's new volumes exceed its count.
+
+        Per driver of the pod's volumes that some CSINode limits, ``need`` (int[k]) is how many of its volumes
+        are new on each row (a volume a pod there already uses is not; an in-tree one counts only where the
+        node migrated its plugin), checked against that driver's ``headroom`` column (count - used) at
+        ``rows``: for CSI volumes not on any node yet, one take and one compare per driver."""
         attach = self.handle.attachments
-        drivers = sorted({d for _, d, _ in s.volumes})
-        cols = attach.columns(drivers)
-        keep = np.flatnonzero(cols >= 0)
-        pos = {drivers[i]: j for j, i in enumerate(keep.tolist())}
-        lim = attach.limit[np.ix_(rows, cols[keep])]
-        used = attach.used[np.ix_(rows, cols[keep])]
-        new = np.zeros_like(lim)
+        limited = attach.limited
+        by_driver: dict[str, list[tuple[str, str]]] = {}
         for unique, driver, plugin in s.volumes:
-            j = pos.get(driver)
-            if j is None:
+            if driver in limited:
+                by_driver.setdefault(driver, []).append((unique, plugin))
+        k = len(rows)
+        over = np.zeros(k, dtype=bool)
+        if not by_driver:
+            return over
+        cols = attach.drivers
+        for driver, vols in by_driver.items():
+            c = cols[driver]
+            if not any(plugin for _, plugin in vols):
+                # CSI volumes count on every node: need is len(vols) but where a pod there already uses one
+                there = [r for unique, _ in vols for r in attach.rows_using(unique)]
+                if not there:
+                    over |= attach.headroom[rows, c] < len(vols)
+                    continue
+                need = len(vols) - _count_in(rows, there)
+                over |= (need > 0) & (attach.headroom[rows, c] < need)
                 continue
-            add = np.ones(len(rows), dtype=bool)
-            if plugin:   # an in-tree volume counts where the node migrated its plugin
-                add &= attach.migrated[rows, _PLUGIN_COL[plugin]]
-            there = attach.rows_using(unique)
-            if there:    # a volume a pod on the node uses is not new there
-                add &= ~np.isin(rows, there)
-            new[:, j] += add
-        # only drivers with new volumes are checked: a node already past a count still takes a pod whose volumes
-        # are all there (upstream checks newVolumeCount's drivers)
-        return ((lim >= 0) & (new > 0) & (used + new > lim)).any(axis=1)
+            need = np.zeros(k, dtype=np.int64)
+            for unique, plugin in vols:
+                add = attach.migrated[rows, _PLUGIN_COL[plugin]] if plugin else np.ones(k, dtype=bool)
+                there = attach.rows_using(unique)
+                if there:    # a volume a pod on the node uses is not new there
+                    add = add & ~np.isin(rows, there)
+                need += add
+            # only drivers with new volumes are checked: a node already past a count still takes a pod whose
+            # volumes are all there (upstream checks newVolumeCount's drivers)
+            over |= (need > 0) & (attach.headroom[rows, c] < need)
+        return over
 
     def _over_one(self, s: _State, node: str, delta: dict[tuple[str, ...], int]) -> bool:
         """The same verdict for one row a dry run changed, recounted from its volumes (O(the node's volumes))."""
@@ -216,6 +231,14 @@ class NodeVolumeLimits:
 
 
 _PLUGIN_COL = {p: i for i, p in enumerate(MIGRATABLE_PLUGINS)}   # the columns of Attachments.migrated
+
+
+def _count_in(rows: np.ndarray, there: list[int]) -> np.ndarray:
+    """int[k]: how many of ``there`` (rows, repeats counted) each of ``rows`` is."""
+    out = np.zeros(len(rows), dtype=np.int64)
+    for r in there:
+        out += rows == r
+    return out
 
 
 def _limit_grew(pod: Pod, old: Any, new: Any) -> int:

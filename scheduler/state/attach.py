@@ -29,7 +29,7 @@ never mutate it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
 # the handle of a claim without a volume (upstream: a random prefix, then "<namespace>/<claim>")
 UNBOUND_HANDLE = "<unbound>"
 PLUGINS = MIGRATABLE_PLUGINS   # the columns of ``migrated``
+
+NO_LIMIT = np.iinfo(np.int64).max // 2   # headroom where no CSINode sets a count
 
 # a pod's reference to a volume (model.volume_refs): ("claim", "ns/name") or ("inline", plugin, handle)
 Ref = tuple[str, ...]
@@ -80,6 +82,9 @@ class Attachments:
         self._limit = np.full((cap, 0), -1, dtype=np.int64)   # [cap, drivers]: allocatable.count, -1 none
         self._used = np.zeros((cap, 0), dtype=np.int64)       # [cap, drivers]: unique volumes there
         self._migrated = np.zeros((cap, len(PLUGINS)), dtype=bool)   # [cap, PLUGINS]: the CSINode migrated it
+        # [cap, drivers]: limit - used where a count is set, else NO_LIMIT: how many new volumes of the driver
+        # the node still takes (Filter's common case is one take of this column)
+        self._headroom = np.full((cap, 0), NO_LIMIT, dtype=np.int64)
 
     # the columns and indexes, current as of this read (a pending recount is done first)
 
@@ -102,6 +107,11 @@ class Attachments:
     def where(self) -> dict[str, set[str]]:
         self._flush()
         return self._where
+
+    @property
+    def headroom(self) -> np.ndarray:
+        self._flush()
+        return self._headroom
 
     @property
     def drivers(self) -> dict[str, int]:
@@ -191,12 +201,6 @@ class Attachments:
         cn = self.csinodes.get(node)
         return dict(cn.limits) if cn is not None else {}
 
-    def columns(self, drivers: Iterable[str]) -> np.ndarray:
-        """The columns of ``drivers`` (-1 for a driver no CSINode or volume named yet: no limit anywhere)."""
-        self._flush()
-        self._fit()
-        return np.array([self._drivers.get(d, -1) for d in drivers], dtype=np.int64)
-
     def rows_using(self, unique: str) -> list[int]:
         """The rows whose pods use ``unique`` (few: a volume is attached to one node, or a handful)."""
         rows = []
@@ -214,6 +218,8 @@ class Attachments:
             c = self._drivers[driver] = len(self._drivers)
             self._limit = np.hstack([self._limit, np.full((self._limit.shape[0], 1), -1, dtype=np.int64)])
             self._used = np.hstack([self._used, np.zeros((self._used.shape[0], 1), dtype=np.int64)])
+            self._headroom = np.hstack([self._headroom, np.full((self._headroom.shape[0], 1), NO_LIMIT,
+                                                                dtype=np.int64)])
         return c
 
     def _fit(self) -> None:
@@ -224,6 +230,8 @@ class Attachments:
             self._limit = np.vstack([self._limit, np.full((extra, self._limit.shape[1]), -1, dtype=np.int64)])
             self._used = np.vstack([self._used, np.zeros((extra, self._used.shape[1]), dtype=np.int64)])
             self._migrated = np.vstack([self._migrated, np.zeros((extra, len(PLUGINS)), dtype=bool)])
+            self._headroom = np.vstack([self._headroom, np.full((extra, self._headroom.shape[1]), NO_LIMIT,
+                                                                dtype=np.int64)])
 
     def refresh(self, node: str) -> None:
         """``node``'s counts may have changed: they are recomputed before they are next read."""
@@ -263,8 +271,12 @@ class Attachments:
         self._used[row] = 0
         for d, n in per_driver.items():
             self._used[row, self._drivers[d]] = n
+        self._headroom[row] = NO_LIMIT
+        for d, n in limits.items():
+            self._headroom[row, self._drivers[d]] = n - per_driver.get(d, 0)
         mig = self.migrated_on(node)
-        self._migrated[row] = [p in mig for p in PLUGINS]
+        if mig or self._migrated[row].any():
+            self._migrated[row] = [p in mig for p in PLUGINS]
 
     def clear_row(self, row: int) -> None:
         """The node table freed ``row``: no limit, nothing used, until a node takes it (:meth:`refresh`)."""
@@ -273,12 +285,14 @@ class Attachments:
             self._limit[row] = -1
             self._used[row] = 0
             self._migrated[row] = False
+            self._headroom[row] = NO_LIMIT
 
     def place(self, pod: Pod, node: str) -> None:
         refs = volume_refs(pod)
         if not refs:
             return
         on = self._refs.setdefault(node, {})
+        fresh = [ref for ref in refs if not on.get(ref)]
         for ref in refs:
             on[ref] = on.get(ref, 0) + 1
             if ref[0] == "claim":
@@ -286,7 +300,39 @@ class Attachments:
                 if not users:
                     self._track_claim(ref[1])
                 users[node] = users.get(node, 0) + 1
-        self.refresh(node)
+        if not self._count_fresh(node, fresh):
+            self.refresh(node)
+
+    def _count_fresh(self, node: str, fresh: list[Ref]) -> bool:
+        """Add the volumes of ``fresh`` references to ``node``'s counts in place, when that is exact: the node's
+        counts are current, it has no VolumeAttachments (which may name the same volumes) and every new
+        volume is a CSI one (an in-tree one counts only if the node migrated its plugin). The common
+        placement (a pod with its own CSI volume) then costs a few item writes, not a recount. False: a
+        recount is needed."""
+        row = self._nodes.row(node)
+        if row is None or node in self._dirty or node in self._va_on or row >= self._used.shape[0]:
+            return False
+        counted = self._counted.get(node)
+        adds: list[tuple[str, str]] = []
+        for ref in fresh:
+            r = self._resolve(ref)
+            if r is None:
+                continue
+            unique, driver, plugin = r
+            if plugin:
+                return False
+            if (counted is None or unique not in counted) and all(unique != u for u, _ in adds):
+                adds.append((unique, driver))
+        for unique, driver in adds:
+            c = self._col(driver)
+            self._used[row, c] += 1
+            if self._limit[row, c] >= 0:
+                self._headroom[row, c] -= 1
+            if counted is None:
+                counted = self._counted[node] = set()
+            counted.add(unique)
+            self._where.setdefault(unique, set()).add(node)
+        return True
 
     def unplace(self, pod: Pod, node: str) -> None:
         refs = volume_refs(pod)

@@ -308,6 +308,32 @@ def test_while_no_csinode_sets_a_count_the_cycle_recounts_nothing_and_a_count_th
     assert att.limited == {}
 
 
+@pytest.mark.parametrize("placed,ebs", [
+    pytest.param((EBS_ONE, EBS_TWO, pod("again", f"csi-{EBS}-0")), 3, id="CSI volumes, one placed twice"),
+    pytest.param((EBS_ONE, PENDING, UNBOUND2), 2, id="a claim not bound yet, counted once under its class's provisioner"),
+    pytest.param((EBS_TWO, IN_TREE_ONE, EBS_ONE), 4, id="a migrated in-tree volume among them: recounted"),
+])
+def test_a_placement_counted_in_place_gives_what_a_recount_gives(placed: tuple[Pod, ...], ebs: int) -> None:
+    cache = cache_with([EBS, EBS_IN_TREE], (), limit=9)
+    att = cache.attachments
+    row = cache.nodes.row(NODE)
+    assert row is not None
+    att.limit  # noqa: B018 - the read that recounts what the CSINode changed
+
+    def snapshot() -> tuple[Any, ...]:
+        return (att._used[row].tolist(), att._headroom[row].tolist(), {n: set(v) for n, v in att._counted.items()},
+                {u: set(v) for u, v in att._where.items()})
+
+    for p in placed:
+        cache.add_pod(parse_pod(p.raw | {"spec": p.raw["spec"] | {"nodeName": NODE}}))
+        att.limit  # noqa: B018
+        incremental = snapshot()
+        att.refresh(NODE)
+        att.limit  # noqa: B018
+        assert snapshot() == incremental, p.name
+    assert att.used[row, att.drivers[EBS]] == ebs
+
+
 def test_a_detached_volume_frees_its_slot() -> None:
     cache = cache_with([EBS], (), limit=2, va_count=2)
     assert verdict(cache, EBS_ONE) == EXCEED
