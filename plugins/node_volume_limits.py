@@ -182,7 +182,8 @@ class NodeVolumeLimits:
                 # CSI volumes count on every node: need is len(vols) but where a pod there already uses one
                 there = [r for unique, _ in vols for r in attach.rows_using(unique)]
                 if not there:
-                    over |= attach.headroom[rows, c] < len(vols)
+                    if not attach.fits_everywhere(c, len(vols)):   # the common answer, without a look at rows
+                        over |= attach.headroom[rows, c] < len(vols)
                     continue
                 need = len(vols) - _count_in(rows, there)
                 over |= (need > 0) & (attach.headroom[rows, c] < need)

@@ -85,6 +85,10 @@ class Attachments:
         # [cap, drivers]: limit - used where a count is set, else NO_LIMIT: how many new volumes of the driver
         # the node still takes (Filter's common case is one take of this column)
         self._headroom = np.full((cap, 0), NO_LIMIT, dtype=np.int64)
+        # column -> a lower bound of its headroom over every row, kept as counts go down and recomputed when
+        # it no longer settles a question (counts going up leave it low, which is safe): a pod with fewer new
+        # volumes than it fits every node, and Filter has nothing to look at
+        self._least: dict[int, int] = {}
 
     # the columns and indexes, current as of this read (a pending recount is done first)
 
@@ -112,6 +116,23 @@ class Attachments:
     def headroom(self) -> np.ndarray:
         self._flush()
         return self._headroom
+
+    def fits_everywhere(self, c: int, need: int) -> bool:
+        """Does every node take ``need`` more volumes of driver column ``c``? O(1) while the bound holds; one
+        pass over the column when it must be recomputed."""
+        self._flush()
+        least = self._least.get(c)
+        if least is not None and need <= least:
+            return True
+        least = self._least[c] = int(self._headroom[:, c].min()) if self._headroom.shape[0] else NO_LIMIT
+        return need <= least
+
+    def _lowered(self, row: int) -> None:
+        """``row``'s headroom was written: keep the lower bounds below it."""
+        for c, least in self._least.items():
+            v = int(self._headroom[row, c])
+            if v < least:
+                self._least[c] = v
 
     @property
     def drivers(self) -> dict[str, int]:
@@ -274,6 +295,7 @@ class Attachments:
         self._headroom[row] = NO_LIMIT
         for d, n in limits.items():
             self._headroom[row, self._drivers[d]] = n - per_driver.get(d, 0)
+        self._lowered(row)
         mig = self.migrated_on(node)
         if mig or self._migrated[row].any():
             self._migrated[row] = [p in mig for p in PLUGINS]
@@ -328,6 +350,9 @@ class Attachments:
             self._used[row, c] += 1
             if self._limit[row, c] >= 0:
                 self._headroom[row, c] -= 1
+                least = self._least.get(c)
+                if least is not None and self._headroom[row, c] < least:
+                    self._least[c] = int(self._headroom[row, c])
             if counted is None:
                 counted = self._counted[node] = set()
             counted.add(unique)

@@ -331,7 +331,19 @@ def test_a_placement_counted_in_place_gives_what_a_recount_gives(placed: tuple[P
         att.refresh(NODE)
         att.limit  # noqa: B018
         assert snapshot() == incremental, p.name
+        for c, least in att._least.items():
+            assert least <= att.headroom[:, c].min(), "the kept bound never overstates a node's room"
     assert att.used[row, att.drivers[EBS]] == ebs
+
+
+def test_a_node_that_fills_up_is_seen_although_every_node_had_room_before() -> None:
+    cache = cache_with([EBS], (), limit=2)
+    att = cache.attachments
+    assert verdict(cache, EBS_ONE) is None
+    assert att.fits_everywhere(att.drivers[EBS], 1), "the bound is kept now"
+    cache.add_pod(parse_pod(EBS_TWO.raw | {"spec": EBS_TWO.raw["spec"] | {"nodeName": NODE}}))
+    assert not att.fits_everywhere(att.drivers[EBS], 1)
+    assert verdict(cache, EBS_ONE) == EXCEED
 
 
 def test_a_detached_volume_frees_its_slot() -> None:
