@@ -135,8 +135,9 @@ TANDEM_CALLS = _informer_calls() + _review_calls() + [
     Call("", "persistentvolumes", "update"), Call("", "persistentvolumeclaims", "update"),
     # upstream's native PodGroups (scheduling.k8s.io/v1alpha2): watched, and their status conditions written
     Call("scheduling.k8s.io", "podgroups", "list"), Call("scheduling.k8s.io", "podgroups", "watch"),
-    Call("scheduling.k8s.io", "podgroups", "get"), Call("scheduling.k8s.io", "workloads", "get"),
-    Call("scheduling.k8s.io", "workloads", "list"), Call("scheduling.k8s.io", "workloads", "watch"),
+    Call("scheduling.k8s.io", "podgroups", "get"),
+    # GangReadiness' durable record of the bare pods it recreates, on the PodGroup of either API
+    Call("scheduling.k8s.io", "podgroups", "patch"),
     Call("scheduling.k8s.io", "podgroups/status", "update"), Call("scheduling.k8s.io", "podgroups/status", "patch"),
 ] + [Call("storage.k8s.io", resource, verb) for resource in ("csinodes", "csidrivers", "csistoragecapacities",
                                                              "volumeattachments") for verb in ("get", "list", "watch")]
