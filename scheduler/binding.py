@@ -61,6 +61,7 @@ class Binding:
     pods: dict[str, Pod]
     scheduled: int
     _conditions: dict[str, tuple[str, str]]
+    _sort_failures: dict[str, str]
     _nominations: dict[str, str]
     _condition_writers: set[str]
     cache: Cache
@@ -178,15 +179,17 @@ class Binding:
         """The QueueSort plugin raised for this pod: the queue ordered it as PrioritySort would; say why.
 
         Logged with the traceback and counted as an error attempt; the pod gets PodScheduled=False
-        (SchedulerError) and a FailedScheduling event once per message, not at every push.
+        (SchedulerError) and a FailedScheduling event once per pod and message, not at every push (the
+        key is asked again at each push to activeQ, and the pod's later failures rewrite its condition).
         """
         fw = self.frameworks.get(qi.profile) or next(iter(self.frameworks.values()))
         plugin = fw.queue_sort[0].NAME if fw.queue_sort else "QueueSort"
         msg = (f'running QueueSort plugin "{plugin}": {Status.from_error(exc).message()}; '
                f"queued by priority and arrival time instead")
         latest = self.pods.get(qi.uid)
-        if latest is None or self._conditions.get(qi.uid) == ("SchedulerError", msg):
+        if latest is None or self._sort_failures.get(qi.uid) == msg:
             return
+        self._sort_failures[qi.uid] = msg
         log.error("plugin %s failed at QueueSort for %s", plugin, qi.pod.key, exc_info=exc)
         if self.events is not None:
             self.events.record(qi.pod, "Warning", "FailedScheduling", "Scheduling", msg, fw.name)

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
 from scheduler.model import (
     Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_native_pod_group, parse_node,
     parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
@@ -47,6 +48,7 @@ class EventHandlers:
     priority_classes: set[str] | None
     pdbs: dict[str, Any]
     _conditions: dict[str, tuple[str, str]]
+    _sort_failures: dict[str, str]
     reports: PreEnqueueReports
 
     # ------------------------------------------------------------------ informer handlers (pods)
@@ -131,6 +133,7 @@ class EventHandlers:
         if self.group_listeners:
             self._group_changed(old, None)
         self._conditions.pop(pod.uid, None)
+        self._sort_failures.pop(pod.uid, None)
         self.reports.forget(pod.uid)
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
@@ -370,18 +373,17 @@ class EventHandlers:
         """Reject the members of gang ``key`` held at Permit: their quorum can no longer come.
 
         Left waiting, they would hold their room until the PodGroup's scheduleTimeoutSeconds (up to 15
-        minutes). A rejection releases the room synchronously (the core's on_reject) and the binding task
-        requeues and reports the pod; it then waits at PreEnqueue for its PodGroup ("not found"). The gang
-        plugin's own Unreserve sees the group gone and leaves the siblings to this loop, so each member
-        says why in the same words. Waiting pods only: O(waiting), never O(pods).
+        minutes). ``Framework.reject_waiting`` settles every member first and then releases each one's room
+        once, synchronously; the binding task requeues and reports the pod, which then waits at PreEnqueue
+        for its PodGroup ("not found"). The gang index keeps a deleted group's members, so this is
+        O(members), never O(pods), and no gang hook is called.
         """
+        uids = self.cache.gangs.member_uids(key)
+        if not uids:
+            return
         for fw in self.frameworks.values():
-            gang = fw.gang
-            if gang is None:
-                continue
-            for wp in fw.iterate_waiting_pods():
-                if gang.gang_key(wp.pod) == key:
-                    wp.reject(gang.NAME, msg)
+            if fw.gang is not None:
+                fw.reject_waiting(uids, Status(Code.UNSCHEDULABLE, msg, plugin=fw.gang.NAME))
 
     # ------------------------------------------------------------------ informer handlers (nodes)
 

@@ -504,7 +504,9 @@ def fallback_sort_key(qi: QueuedPodInfo) -> tuple[int, float]:
     """PrioritySort's key, for a pod whose QueueSort key raised: higher priority first, then queue time.
 
     It must compare with the plugin's keys in one heap: both QueueSort plugins here begin their keys
-    with (-priority, a time), so the pod lands among the others as PrioritySort would place it.
+    with (-priority, a time), so the pod keeps its priority band. Within the band it lands where
+    PrioritySort would place it when PrioritySort is the profile's plugin; Coscheduling's second element
+    is the pod's creation time (epoch seconds), so there a fallback pod goes first among its equals.
     """
     return (-qi.pod.priority, qi.timestamp)
 

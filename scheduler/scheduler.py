@@ -99,6 +99,7 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self._conditions: dict[str, tuple[str, str]] = {}   # uid -> PodScheduled=False (reason, message) we set last
         self._nominations: dict[str, str] = {}              # uid -> status.nominatedNodeName to write ("" = clear)
         self._condition_writers: set[str] = set()           # uids with a condition write under way
+        self._sort_failures: dict[str, str] = {}            # uid -> the QueueSort failure already reported
         # why a pod held at PreEnqueue waits, on the pod once the hold lasts (preenqueue.py, binding.py)
         self.reports = PreEnqueueReports(self.clock, self._held_at_pre_enqueue, self._pre_enqueue_again,
                                          self._publish_not_ready)
