@@ -106,13 +106,11 @@ import asyncio
 import itertools
 import logging
 import math
-import time
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from scheduler.framework.clock import Clock, TokenBucket
 from scheduler.model import (
-    NOT_READY_FOR_SCHEDULING, POD_GROUP_API_VERSION, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED,
+    NOT_READY_FOR_SCHEDULING, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED,
     POD_GROUP_SCHEDULED, Pod, PodGroup, gang_members_present, gang_waiting_message, parse_time, pod_group_path,
 )
 from scheduler.podgroups_native import (  # the helpers both APIs' status share, importable from here as before
@@ -123,7 +121,6 @@ from scheduler.preenqueue import REPORT_DELAY
 
 log = logging.getLogger("tandem.podgroups")
 
-API_PREFIX = f"/apis/{POD_GROUP_API_VERSION}"
 
 # scheduler-plugins' PodGroupPhase values
 PENDING = "Pending"
@@ -199,7 +196,7 @@ def status_path(key: str) -> str:
 class PodGroupController(NativeStatus):
     """Keeps every PodGroup's status current; see the module docstring.
 
-    ``scheduler`` is the :class:`scheduler.scheduler.Scheduler` (its pods,
+    ``scheduler`` is the :class:`scheduler.scheduler.Scheduler` (its
     pods, gang index (``cache.gangs``), queue and profile names are read, never
     written), ``client`` the API client (``patch``), ``events`` the
     :class:`scheduler.observe.EventRecorder` (or None).
@@ -243,7 +240,8 @@ class PodGroupController(NativeStatus):
     # ------------------------------------------------------------------ the producer side (informer handlers)
 
     def on_pod_change(self, key: str) -> None:
-        """A member pod or the PodGroup ``key`` ("ns/name") changed. O(1); called from informer handlers."""
+        """A member pod or the PodGroup ``key`` (the gang key: "ns/name", or "scheduling.k8s.io/ns/name" for a
+        native group) changed. O(1); called from informer handlers."""
         if key not in self.dirty:
             self.dirty[key] = None
             if self._wake is not None:

@@ -180,14 +180,14 @@ class ScheduleOne:
     def _no_domain(self, fw: Framework, key: str, members: list[QueuedPodInfo], choice: DomainChoice) -> None:
         """No single domain fits the gang: none of it is placed. Its pods say so with tandem's numbers, its
         members waiting at Permit (a partly placed gang's) are rejected, and it waits for the cluster to change."""
-        gang = fw.gang
+        gang = fw.gang   # a profile with a gang plugin: schedule_next asks this only then
+        assert gang is not None
         msg = f"pod group is unschedulable: {topology_message(choice)}"
-        if gang is not None and hasattr(gang, "give_up"):
+        if hasattr(gang, "give_up"):
             gang.give_up(key, msg)
         for m in members:
-            m.unschedulable_plugins = {gang.NAME} if gang is not None else set()
-            self._fail(fw, m, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME if gang is not None else ""),
-                       reason="Unschedulable", message=msg)
+            m.unschedulable_plugins = {gang.NAME}
+            self._fail(fw, m, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME), reason="Unschedulable", message=msg)
 
     def _group_cycle(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> None:
         """The members' cycles back to back, largest first; a member's verdict may end the gang's attempt."""
@@ -325,7 +325,7 @@ class ScheduleOne:
                 best = np.flatnonzero(total == total.max())
                 row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
             node = self.cache.nodes.names[row]
-            self.cache.assume(pod, node)
+            self.cache.assume(pod, node)   # set first: an assume that fails half-way is released by _cycle_raised
             if self.cache.nominations:
                 self.cache.nominations.clear(pod.uid)   # it has a node now (upstream: DeleteNominatedPodIfExists)
             qi.released = False
@@ -431,7 +431,7 @@ class ScheduleOne:
     # ------------------------------------------------------------------ pods the cycle cannot use
 
     def _refuse_unsupported(self, fw: Framework, qi: QueuedPodInfo, t0: float) -> Status | None:
-        """Refuse a pod that uses a field tandem does not evaluate in any profile (see :func:`unsupported`).
+        """Refuse a pod that uses a field this profile does not evaluate (see :func:`unsupported`).
 
         Unschedulable, UnschedulableAndUnresolvable, in upstream's FitError words (``0/N nodes are
         available: <why>.``), so the pod's condition and FailedScheduling event name the field. The field

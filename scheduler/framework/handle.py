@@ -22,10 +22,13 @@ from it the handle its plugins get, which names that framework. That mirrors
 upstream, where the framework is the Handle (frameworkImpl implements
 framework.Handle) and NewFramework receives the shared pieces as options.
 
-The only writes a plugin makes to scheduling state go through the methods
-below that say they mutate (:meth:`assume`, :meth:`forget`, :meth:`lift`,
-:meth:`restore`: gang preemption's what-if plan; :meth:`follow_run_label`,
-NodeColocation's choice of run label, at construction). The client, the recorder
+The only lasting writes a plugin makes to scheduling state go through the
+methods below that say they mutate (:meth:`assume`, :meth:`forget`,
+:meth:`lift`, :meth:`restore`: gang preemption's what-if plan;
+:meth:`follow_run_label`, NodeColocation's choice of run label, at
+construction). One exception, undone before it returns: preemption's dry runs
+(scheduler/framework/preemption/) charge and uncharge rows of the node table
+(``nodes.requested``, ``nodes.charge``) while they evaluate victims. The client, the recorder
 and the executor are typed by the protocols here, the part of each that the
 plugins and the framework use, so the framework names no core module for them.
 Tests build one with only what the plugin under test uses.

@@ -316,9 +316,7 @@ class Framework:
         """``rows`` inside the gang's domain; the rest count as outside it, and preemption cannot help there."""
         mask = self.placement
         assert mask is not None
-        inside = np.zeros(len(rows), dtype=bool)
-        known = rows < len(mask)
-        inside[known] = mask[rows[known]]
+        inside = mask[rows]   # the mask has a value for every row: the node table cannot change in a group cycle
         outside = rows[~inside]
         if len(outside):
             diag.add(OUTSIDE_DOMAIN, len(outside))

@@ -53,11 +53,13 @@ POD_GROUP_SCHEDULED = "PodGroupScheduled"
 class PodGroup:
     """A PodGroup, parsed once when the informer delivers it.
 
-    Today scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1`` CRD; the
-    record is what every gang consumer reads (Coscheduling, GangReadiness,
-    the status controller), so a second PodGroup API maps onto the same
-    fields. ``min_member`` is clamped once, here: a missing, negative or
-    non-integer ``spec.minMember`` is 0 ("no gang constraint"), and
+    One record for both APIs: scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1``
+    CRD (:func:`parse_pod_group`) and upstream's ``scheduling.k8s.io/v1alpha2``
+    (:func:`parse_native_pod_group`: ``gang.minCount`` is ``min_member``,
+    ``basic`` is 0); every gang consumer reads it (Coscheduling,
+    GangScheduling, GangReadiness, the status controller). ``min_member`` is
+    clamped once, at parse: a missing, negative or non-integer count is 0
+    ("no gang constraint"), and
     :attr:`quorum` is the members that make the gang whole (at least one).
     ``status`` and ``raw`` are the API's, for the status writers.
     """

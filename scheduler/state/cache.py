@@ -182,7 +182,8 @@ class Cache:
                 self.pod_table.update(pod)
                 if self.runs.labels:   # its run label may have changed
                     row = self.nodes.row(st.node)
-                    self.runs.place(pod, st.node, -1 if row is None else row)
+                    if row is not None:   # a placed pod's node keeps its row (remove_node's placeholder)
+                        self.runs.place(pod, st.node, row)
                 return
             if st.assumed and st.node != pod.node_name:
                 log.warning("pod %s was assumed on %s but is bound to %s", pod.key, st.node, pod.node_name)

@@ -133,11 +133,6 @@ class RunIndex:
             col = self._grow(label, n)
         return col[:n]
 
-    def running_on(self, key: GroupKey, row: int) -> int:
-        """How many of the run's members run on node row ``row``."""
-        g = self.groups.get(key)
-        return 0 if g is None else g.running_on.get(row, 0)
-
     def is_finished_member(self, uid: str) -> bool:
         m = self.members.get(uid)
         return m is not None and not m.running
