@@ -109,18 +109,20 @@ class Pod:
     invalid: str = ""             # why the scheduler cannot use this pod ("" = fine)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    @property
-    def gang(self) -> str:
-        """The gang index key of the PodGroup the pod joins ("" none): the native API's, else the CRD's.
+    # the gang index key of the PodGroup the pod joins ("" none): the native API's, else the CRD's. A pod
+    # naming both is refused in its cycle (schedule_one.unsupported) and at PreEnqueue; it is indexed under
+    # the native group, whose members it would be scheduled with. Derived once, here: queueing hints and the
+    # gang index compare it for every queued pod on every pod event.
+    gang: str = field(init=False, default="")
 
-        A pod naming both is refused in its cycle (schedule_one.unsupported) and at PreEnqueue; it is
-        indexed under the native group, whose members it would be scheduled with.
-        """
+    def __post_init__(self) -> None:
         if self.scheduling_group:
-            return f"{NATIVE_KEY_PREFIX}{self.namespace}/{self.scheduling_group}"
-        if self.pod_group:
-            return f"{self.namespace}/{self.pod_group}"
-        return ""
+            key = f"{NATIVE_KEY_PREFIX}{self.namespace}/{self.scheduling_group}"
+        elif self.pod_group:
+            key = f"{self.namespace}/{self.pod_group}"
+        else:
+            key = ""
+        object.__setattr__(self, "gang", key)
 
     @property
     def key(self) -> str:
