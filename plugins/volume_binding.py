@@ -8,7 +8,10 @@ tandem's PV index and assume cache (scheduler/state/volumes.py, through ``handle
   and unbound immediate (``pod has unbound immediate PersistentVolumeClaims``: the PV controller binds
   those, a claim only pre-bound included). A generic ephemeral volume's claim is ``<pod>-<volume>``. A
   missing claim, a lost one, one being deleted, or an ephemeral one not created for this pod is
-  UnschedulableAndUnresolvable with upstream's words. It returns no PreFilterResult, as upstream.
+  UnschedulableAndUnresolvable with upstream's words. Upstream also narrows the nodes for bound claims
+  whose volumes are pinned to nodes by hostname (a PreFilterResult from GetEligibleNodes); tandem does
+  not, so the nodes outside are counted under "didn't match PersistentVolume's node affinity" rather
+  than "didn't satisfy plugin(s) [VolumeBinding]": the same nodes are refused, in other words.
 * **Filter** (FindPodVolumes) answers for all rows at once, with upstream's four reasons, all
   UnschedulableAndUnresolvable: a bound claim's volume whose node affinity rejects the node (``node(s)
   didn't match PersistentVolume's node affinity``) or that does not exist (``node(s) unavailable due to
@@ -529,7 +532,7 @@ def _class_changed(pod: Pod, old: Any, new: Any) -> int:
 
 def _csi_node_changed(pod: Pod, old: Any, new: Any) -> int:
     """isSchedulableAfterCSINodeChange: a new CSINode, or one whose migrated plugins changed."""
-    if old is None or getattr(old, "migrated_plugins", None) != getattr(new, "migrated_plugins", None):
+    if old is None or getattr(old, "migrated", None) != getattr(new, "migrated", None):
         return QueueingHint.QUEUE
     return QueueingHint.SKIP
 

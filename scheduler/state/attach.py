@@ -279,12 +279,12 @@ class Attachments:
             self._counted[node] = new
         else:
             self._counted.pop(node, None)
+        limits = self.limits_on(node)
+        for d in (*limits, *per_driver):
+            self._col(d)   # first: every driver some CSINode limits has a column, even one of no node yet
         row = self._nodes.row(node)
         if row is None:
             return   # kept by name; the row is written when the node arrives (Cache.add_node)
-        limits = self.limits_on(node)
-        for d in (*limits, *per_driver):
-            self._col(d)
         self._fit()
         self._limit[row] = -1
         for d, n in limits.items():

@@ -47,7 +47,7 @@ NO_ROW, MASK_ROW = -1, -2
 
 
 def access_bits(modes: tuple[str, ...]) -> int:
-    """The access modes as bits; a mode the API does not know gets a bit of its own (it matches nothing)."""
+    """The access modes as bits; every mode the API does not know shares one bit (validation refuses them)."""
     bits = 0
     for m in modes:
         bits |= _ACCESS_BITS.get(m, 1 << 8)

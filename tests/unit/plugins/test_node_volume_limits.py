@@ -346,6 +346,18 @@ def test_a_node_that_fills_up_is_seen_although_every_node_had_room_before() -> N
     assert verdict(cache, EBS_ONE) == EXCEED
 
 
+def test_a_csinode_whose_node_is_not_known_yet_limits_nothing_and_breaks_nothing() -> None:
+    """A CSINode that sets a count for a node tandem has no row for (its node pool deleted, or not seen yet):
+    the driver is limited somewhere, so Filter looks, and finds no row to limit."""
+    cache = cache_with([EBS], (), source="")
+    cn = csinode("csinode", 1, [EBS])
+    assert cn is not None
+    cn["metadata"]["name"] = "gone"
+    cache.attachments.set_csinode(parse_csinode(cn))
+    assert cache.attachments.limited == {EBS: 1}
+    assert verdict(cache, EBS_TWO) is None
+
+
 def test_a_detached_volume_frees_its_slot() -> None:
     cache = cache_with([EBS], (), limit=2, va_count=2)
     assert verdict(cache, EBS_ONE) == EXCEED

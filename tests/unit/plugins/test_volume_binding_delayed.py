@@ -391,3 +391,19 @@ def test_best_static_needs_no_loop_over_pinned_volumes() -> None:
     names = [m.name(i) for i in range(len(rows))]
     assert names == [f"pv{n[1:]}-0" for n in cache.nodes.names_of(rows)]
     assert isinstance(m.slot, np.ndarray)
+
+
+@pytest.mark.parametrize("old_migrated,new_migrated,want", [
+    pytest.param((), (), QueueingHint.SKIP, id="an update that migrates nothing new is skipped"),
+    pytest.param((), ("kubernetes.io/aws-ebs",), QueueingHint.QUEUE, id="a plugin newly migrated queues the pod"),
+])
+def test_a_csinode_update_queues_only_when_its_migrated_plugins_change(old_migrated, new_migrated, want) -> None:
+    from plugins.volume_binding import _csi_node_changed
+    from scheduler.model import MIGRATED_PLUGINS_ANNOTATION, parse_csinode
+
+    def cn(migrated: tuple[str, ...]) -> Any:
+        ann = {MIGRATED_PLUGINS_ANNOTATION: ",".join(migrated)} if migrated else {}
+        return parse_csinode({"metadata": {"name": "n1", "annotations": ann}, "spec": {"drivers": []}})
+
+    pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec": {}})
+    assert _csi_node_changed(pod, cn(old_migrated), cn(new_migrated)) == want
