@@ -38,7 +38,8 @@ def parser() -> argparse.ArgumentParser:
                    help="events retained per resource; watches from older resourceVersions get 410 Expired")
     p.add_argument("--bookmark-interval", type=float, default=60.0, help="seconds between watch bookmarks")
     p.add_argument("--no-agent", action="store_true",
-                   help="do not run the node agent nor the disruption controller (pods stay Pending after binding)")
+                   help="do not run the node agent, nor the disruption, Job and podgroup-protection controllers "
+                        "(pods stay Pending after binding)")
     p.add_argument("--no-volume-controllers", action="store_true",
                    help="do not run the PV controller nor the test provisioner (claims stay Pending, no CSINodes)")
     p.add_argument("--csi-attach-limit", type=int, default=None, metavar="COUNT",

@@ -161,20 +161,16 @@ def _storage(obj_resources: Any) -> Fraction | None:
 
 # ---------------------------------------------------------------------------- matching (component-helpers storage/volume)
 
-def claim_class(pvc: dict[str, Any]) -> str:
-    """GetPersistentVolumeClaimClass: the beta annotation, else spec.storageClassName, else ""."""
-    ann = _annotations(pvc)
+def storage_class_of(obj: dict[str, Any]) -> str:
+    """GetPersistentVolumeClaimClass and GetPersistentVolumeClass, which read a claim and a volume alike: the
+    beta annotation, else spec.storageClassName, else ""."""
+    ann = _annotations(obj)
     if ANN_BETA_STORAGE_CLASS in ann:
         return ann[ANN_BETA_STORAGE_CLASS]
-    return _dict(pvc.get("spec")).get("storageClassName") or ""
+    return _dict(obj.get("spec")).get("storageClassName") or ""
 
 
-def volume_class(pv: dict[str, Any]) -> str:
-    """GetPersistentVolumeClass."""
-    ann = _annotations(pv)
-    if ANN_BETA_STORAGE_CLASS in ann:
-        return ann[ANN_BETA_STORAGE_CLASS]
-    return _dict(pv.get("spec")).get("storageClassName") or ""
+claim_class = volume_class = storage_class_of
 
 
 def claim_key(pvc: dict[str, Any]) -> Key:
