@@ -59,6 +59,7 @@ from scheduler.framework import (
     Resource, Status, register,
 )
 from scheduler.framework.runtime import Diagnosis
+from scheduler.framework.taints import find_untolerated
 from scheduler.model import Node, Pod, Taint
 
 NAME = "NodeColocation"
@@ -291,7 +292,4 @@ def _blocks(node: Node | None, pod: Pod) -> bool:
     tolerations = pod.tolerations
     if node.unschedulable and not any(t.tolerates(_UNSCHEDULABLE_TAINT) for t in tolerations):
         return True
-    for taint in node.taints:
-        if taint.effect in ("NoSchedule", "NoExecute") and not any(t.tolerates(taint) for t in tolerations):
-            return True
-    return False
+    return find_untolerated(node.taints, tolerations) is not None
