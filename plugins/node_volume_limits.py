@@ -19,7 +19,10 @@ error, as upstream. Upstream's alpha VolumeLimitScaling (a CSIDriver's
 ``preventPodSchedulingIfMissing``) is off by default in 1.36 and not done.
 
 The per-node counts are columns (``handle.attachments``); Filter resolves only
-the pod's volumes and compares arrays over the rows. Preemption's dry runs
+the pod's volumes and compares arrays over the rows. PreFilter settles the
+common case, a pod whose volumes are new everywhere and fit the kept lower
+bound of every node's headroom, with Skip (the same verdict: every node
+passes), while no pod is nominated. Preemption's dry runs
 adjust the counts of the rows they change through AddPod/RemovePod (upstream
 reads the dry run's NodeInfo instead); those few rows are recounted exactly.
 """
@@ -90,10 +93,10 @@ class NodeVolumeLimits:
         attach = self.handle.attachments
         store = self.handle.volumes
         limited = attach.limited
-        ephemeral = set(pod.ephemeral_pvcs) if pod.ephemeral_pvcs else ()
+        ephemeral = pod.ephemeral_pvcs
         found: dict[str, tuple[str, str, str]] = {}
-        for name in pod.pvcs:
-            pvc = store.claim(pod.namespace, name)
+        for name, key in zip(pod.pvcs, pod.claim_keys):
+            pvc = store.claim_by_key(key)
             if pvc is None:
                 # upstream finds this in Filter, for every node: counted per node in the message
                 state.write(STATE_KEY, _State(error=Status(
@@ -114,9 +117,17 @@ class NodeVolumeLimits:
         for plugin, handle in pod.inline_attach:
             r = attach.resolve_inline(plugin, handle)
             found[r[0]] = r
-        if not any(d in limited for _, d, _ in found.values()):
+        counted = [r for r in found.values() if r[1] in limited]
+        if not counted:
             # nothing to count, or no CSINode limits these drivers anywhere: every node fits, as upstream's
             # Filter would find (CSINodes do not change within a cycle)
+            return None, _SKIP
+        if not len(self.handle.nominations) and attach.fit_everywhere(counted):
+            # every node fits, and Filter need not run to find it (the common case: a pod's own new CSI
+            # volumes, nodes with room). Not while any pod is nominated: Filter would charge nominated pods'
+            # volumes to their nodes (RunFilterPluginsWithNominatedPods), and a skipped plugin is not asked.
+            # Preemption's dry runs only take pods away, or give back pods the counts held already, so a pod
+            # that fits every node now fits in them too.
             return None, _SKIP
         state.write(STATE_KEY, _State(tuple(found.values())))
         return None, _OK

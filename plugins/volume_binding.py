@@ -170,11 +170,14 @@ class VolumeBinding:
         st, claims = self._claims(pod)
         if not st.is_success():
             return None, st
-        vols = self.handle.volumes
-        if not claims.delayed and all((pv := vols.volume(c.volume_name)) is not None and pv.node_affinity_terms is None
-                                      for c in claims.bound):
+        state.write(STATE_KEY, claims)   # Reserve reads it too
+        if not claims.delayed:
+            vols = self.handle.volumes
+            for c in claims.bound:
+                pv = vols.volume(c.volume_name)
+                if pv is None or pv.node_affinity_terms is not None:
+                    return None, _OK
             return None, _SKIP   # every claim bound to a volume usable from any node: nothing to filter
-        state.write(STATE_KEY, claims)
         return None, _OK
 
     def _claims(self, pod: Pod) -> tuple[Status, _Claims]:
@@ -183,8 +186,8 @@ class VolumeBinding:
         bound: list[PersistentVolumeClaim] = []
         delayed: list[PersistentVolumeClaim] = []
         ephemeral = pod.ephemeral_pvcs
-        for name in pod.pvcs:
-            pvc = store.claim(pod.namespace, name)
+        for name, key in zip(pod.pvcs, pod.claim_keys):
+            pvc = store.claim_by_key(key)
             is_ephemeral = name in ephemeral
             if pvc is None:
                 if is_ephemeral:

@@ -40,7 +40,7 @@ from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState, FilterResult, QueueingHint, Rejection,
     Resource, Status, register,
 )
-from scheduler.model import Pod, pvc_volume_claims, uses_pvc_volume_claim
+from scheduler.model import Pod, pvc_volume_claim_keys, pvc_volume_claims, uses_pvc_volume_claim
 
 if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
@@ -96,15 +96,17 @@ class VolumeRestrictions:
             return None, _SKIP
         store = self.handle.volumes
         claims = set()
-        for name in pvc_volume_claims(pod) if pod.pvcs else ():
-            pvc = store.claim(pod.namespace, name)
+        conflicts = 0
+        for key in pvc_volume_claim_keys(pod) if pod.pvcs else ():
+            pvc = store.claim_by_key(key)
             if pvc is None:
+                name = key.partition("/")[2]
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found')
-            if READ_WRITE_ONCE_POD in pvc.access_modes:
-                claims.add(name)
-        users = self.handle.claim_users
-        # at most one pod can be using a ReadWriteOncePod claim, so each used claim counts once
-        conflicts = sum(1 for name in claims if users.get(f"{pod.namespace}/{name}", 0) > 0)
+            if READ_WRITE_ONCE_POD in pvc.access_modes and pvc.name not in claims:
+                claims.add(pvc.name)
+                # at most one pod can be using a ReadWriteOncePod claim, so each used claim counts once
+                if self.handle.claim_users.get(key, 0) > 0:
+                    conflicts += 1
         if not conflicts and not pod.disks:
             return None, _SKIP   # as upstream: nothing to check per node, even in preemption's dry runs
         state.write(STATE_KEY, _State(frozenset(claims), conflicts))

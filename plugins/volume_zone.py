@@ -40,7 +40,7 @@ from scheduler.framework import (
 )
 from scheduler.model import (
     BINDING_WAIT_FOR_FIRST_CONSUMER, PV_TOPOLOGY_LABELS, PersistentVolume, PersistentVolumeClaim, Pod, StorageClass,
-    pvc_volume_claims, uses_pvc_volume_claim,
+    pvc_volume_claim_keys, uses_pvc_volume_claim,
 )
 
 if TYPE_CHECKING:
@@ -108,10 +108,11 @@ class VolumeZone:
         """getPVbyPod: the first problem with a claim (in volume order), or its volumes' zone labels."""
         store = self.handle.volumes
         out: list[Topology] = []
-        for name in pvc_volume_claims(pod):
+        for key in pvc_volume_claim_keys(pod):
+            name = key[len(pod.namespace) + 1:]
             if not name:
                 return Status(_UNRESOLVABLE, "PersistentVolumeClaim had no name"), ()
-            pvc: PersistentVolumeClaim | None = store.claim(pod.namespace, name)
+            pvc: PersistentVolumeClaim | None = store.claim_by_key(key)
             if pvc is None:
                 return Status(_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found'), ()
             if not pvc.volume_name:

@@ -114,6 +114,12 @@ class Pod:
     # the native group, whose members it would be scheduled with. Derived once, here: queueing hints and the
     # gang index compare it for every queued pod on every pod event.
     gang: str = field(init=False, default="")
+    # "<namespace>/<claim>" of each of ``pvcs``, in order: the volume store's keys. And the volumes
+    # NodeVolumeLimits may count, as references that stay valid while claims bind: ("claim", "ns/name") for
+    # each claim (generic ephemeral ones included), ("inline", plugin, handle) for each migratable inline
+    # volume. Derived once, here: every cycle of the pod, its placement and its removal read them.
+    claim_keys: tuple[str, ...] = field(init=False, default=())
+    volume_refs: tuple[tuple[str, ...], ...] = field(init=False, default=())
 
     def __post_init__(self) -> None:
         if self.scheduling_group:
@@ -123,6 +129,12 @@ class Pod:
         else:
             key = ""
         object.__setattr__(self, "gang", key)
+        if self.pvcs or self.inline_attach:
+            ns = self.namespace
+            keys = tuple([f"{ns}/{name}" for name in self.pvcs])
+            object.__setattr__(self, "claim_keys", keys)
+            object.__setattr__(self, "volume_refs", (*[("claim", k) for k in keys],
+                                                     *[("inline", p, h) for p, h in self.inline_attach]))
 
     @property
     def key(self) -> str:
@@ -369,13 +381,15 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
     disks: list[tuple[str, bool, bool]] = []
     inline_attach: list[tuple[str, str]] = []
     for v in map(_d, _l(spec.get("volumes"))):
+        claim = v.get("persistentVolumeClaim")
+        if claim:   # a volume has one source (the API validates it): no inline disk to look for
+            pvcs.append(str(_d(claim).get("claimName", "")))
+            continue
         disks.extend(_disk_keys(v))
         attach = in_tree_volume(v)
         if attach is not None:
             inline_attach.append(attach)
-        if v.get("persistentVolumeClaim"):
-            pvcs.append(str(_d(v.get("persistentVolumeClaim")).get("claimName", "")))
-        elif v.get("ephemeral"):
+        if v.get("ephemeral"):
             # ephemeral.VolumeClaimName: the pod's name, a dash, the volume's name
             ephemeral.append(f"{meta.get('name', '')}-{v.get('name', '')}")
             pvcs.append(ephemeral[-1])

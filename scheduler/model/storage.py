@@ -93,6 +93,13 @@ class PersistentVolume:
     deleting: bool = False
     bound_by_controller: bool = False       # the pv.kubernetes.io/bound-by-controller annotation
     raw: Any = field(default=None, compare=False, repr=False)   # the API object (PreBind updates it)
+    # NodeVolumeLimits' unique name of a CSI volume, "<driver>/<volumeHandle>" ("" when not a CSI volume
+    # with a handle): derived once, here, as every placement of a pod using it reads it
+    csi_unique: str = field(init=False, default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.csi_driver and self.csi_handle:
+            object.__setattr__(self, "csi_unique", f"{self.csi_driver}/{self.csi_handle}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,10 +252,16 @@ def uses_pvc_volume_claim(pod: Pod, claim: Any) -> bool:
         and claim.name in pvc_volume_claims(pod)
 
 
-def volume_refs(pod: Pod) -> list[tuple[str, ...]]:
+def volume_refs(pod: Pod) -> tuple[tuple[str, ...], ...]:
     """The volumes of ``pod`` NodeVolumeLimits may count, as references that stay valid while claims bind:
     ("claim", "ns/name") for its claims (generic ephemeral ones included), ("inline", plugin, handle) for its
-    migratable inline volumes."""
-    refs: list[tuple[str, ...]] = [("claim", f"{pod.namespace}/{name}") for name in pod.pvcs]
-    refs.extend(("inline", plugin, handle) for plugin, handle in pod.inline_attach)
-    return refs
+    migratable inline volumes (``Pod.volume_refs``, derived when the pod is parsed)."""
+    return pod.volume_refs
+
+
+def pvc_volume_claim_keys(pod: Pod) -> tuple[str, ...]:
+    """``pvc_volume_claims`` as the volume store's keys, "<namespace>/<claim>"."""
+    if not pod.ephemeral_pvcs:
+        return pod.claim_keys
+    ephemeral = set(pod.ephemeral_pvcs)
+    return tuple(k for n, k in zip(pod.pvcs, pod.claim_keys) if n not in ephemeral)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from scheduler.model import (
-    MIGRATABLE_PLUGINS, CSINode, PersistentVolumeClaim, Pod, VolumeAttachment, in_tree_driver, volume_refs,
+    MIGRATABLE_PLUGINS, CSINode, PersistentVolumeClaim, Pod, VolumeAttachment, in_tree_driver,
 )
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ PLUGINS = MIGRATABLE_PLUGINS   # the columns of ``migrated``
 
 NO_LIMIT = np.iinfo(np.int64).max // 2   # headroom where no CSINode sets a count
 
-# a pod's reference to a volume (model.volume_refs): ("claim", "ns/name") or ("inline", plugin, handle)
+# a pod's reference to a volume (Pod.volume_refs): ("claim", "ns/name") or ("inline", plugin, handle)
 Ref = tuple[str, ...]
 # what a volume counts as: (unique name "<driver>/<handle>", driver, in-tree plugin or "")
 Resolved = tuple[str, str, str]
@@ -127,6 +127,24 @@ class Attachments:
         least = self._least[c] = int(self._headroom[:, c].min()) if self._headroom.shape[0] else NO_LIMIT
         return need <= least
 
+    def fit_everywhere(self, volumes: list[Resolved]) -> bool:
+        """Does every node take ``volumes`` (a pod's, resolved, each of a driver some CSINode limits) as new
+        ones? True only when that is sure without a look at rows: all CSI volumes (an in-tree one counts only
+        where its plugin is migrated), none used by a pod on any node yet, and per driver the kept lower bound
+        of the nodes' headroom at least the pod's count."""
+        self._flush()
+        where = self._where
+        need: dict[str, int] = {}
+        for unique, driver, plugin in volumes:
+            if plugin or unique in where:
+                return False
+            need[driver] = need.get(driver, 0) + 1
+        for driver, n in need.items():
+            c = self._drivers.get(driver)
+            if c is None or not self.fits_everywhere(c, n):
+                return False
+        return True
+
     def _lowered(self, row: int) -> None:
         """``row``'s headroom was written: keep the lower bounds below it."""
         for c, least in self._least.items():
@@ -153,7 +171,7 @@ class Attachments:
             pv = self._volumes.volumes.get(pvc.volume_name)
             if pv is not None:
                 if pv.csi_driver:
-                    return (f"{pv.csi_driver}/{pv.csi_handle}", pv.csi_driver, "") if pv.csi_handle else None
+                    return (pv.csi_unique, pv.csi_driver, "") if pv.csi_handle else None
                 return self.resolve_inline(*pv.in_tree) if pv.in_tree else None
             # a PV not seen (deleted, or pre-bound and not created yet): counted by its class, as upstream
         if not pvc.storage_class:
@@ -175,8 +193,7 @@ class Attachments:
     def _resolve(self, ref: Ref) -> Resolved | None:
         if ref[0] == "inline":
             return self.resolve_inline(ref[1], ref[2])
-        ns, _, name = ref[1].partition("/")
-        pvc = self._volumes.claim(ns, name)
+        pvc = self._volumes.claim_by_key(ref[1])
         return None if pvc is None else self.resolve_claim(pvc)
 
     def _resolve_va(self, va: VolumeAttachment) -> str | None:
@@ -310,16 +327,22 @@ class Attachments:
             self._headroom[row] = NO_LIMIT
 
     def place(self, pod: Pod, node: str) -> None:
-        refs = volume_refs(pod)
+        refs = pod.volume_refs
         if not refs:
             return
-        on = self._refs.setdefault(node, {})
-        fresh = [ref for ref in refs if not on.get(ref)]
+        on = self._refs.get(node)
+        if on is None:
+            on = self._refs[node] = {}
+        fresh = []
         for ref in refs:
-            on[ref] = on.get(ref, 0) + 1
+            n = on.get(ref, 0)
+            on[ref] = n + 1
+            if not n:
+                fresh.append(ref)
             if ref[0] == "claim":
-                users = self._claim_nodes.setdefault(ref[1], {})
-                if not users:
+                users = self._claim_nodes.get(ref[1])
+                if users is None:   # (emptied ones are dropped)
+                    users = self._claim_nodes[ref[1]] = {}
                     self._track_claim(ref[1])
                 users[node] = users.get(node, 0) + 1
         if not self._count_fresh(node, fresh):
@@ -335,7 +358,7 @@ class Attachments:
         if row is None or node in self._dirty or node in self._va_on or row >= self._used.shape[0]:
             return False
         counted = self._counted.get(node)
-        adds: list[tuple[str, str]] = []
+        adds: dict[str, str] = {}
         for ref in fresh:
             r = self._resolve(ref)
             if r is None:
@@ -343,24 +366,32 @@ class Attachments:
             unique, driver, plugin = r
             if plugin:
                 return False
-            if (counted is None or unique not in counted) and all(unique != u for u, _ in adds):
-                adds.append((unique, driver))
-        for unique, driver in adds:
+            if counted is None or unique not in counted:
+                adds[unique] = driver
+        if not adds:
+            return True
+        if counted is None:
+            counted = self._counted[node] = set()
+        where = self._where
+        for unique, driver in adds.items():
             c = self._col(driver)
             self._used[row, c] += 1
             if self._limit[row, c] >= 0:
-                self._headroom[row, c] -= 1
+                left = int(self._headroom[row, c]) - 1
+                self._headroom[row, c] = left
                 least = self._least.get(c)
-                if least is not None and self._headroom[row, c] < least:
-                    self._least[c] = int(self._headroom[row, c])
-            if counted is None:
-                counted = self._counted[node] = set()
+                if least is not None and left < least:
+                    self._least[c] = left
             counted.add(unique)
-            self._where.setdefault(unique, set()).add(node)
+            nodes = where.get(unique)
+            if nodes is None:
+                where[unique] = {node}
+            else:
+                nodes.add(node)
         return True
 
     def unplace(self, pod: Pod, node: str) -> None:
-        refs = volume_refs(pod)
+        refs = pod.volume_refs
         on = self._refs.get(node)
         if not refs or on is None:
             return
@@ -385,8 +416,7 @@ class Attachments:
         self.refresh(node)
 
     def _track_claim(self, key: str) -> None:
-        ns, _, name = key.partition("/")
-        pvc = self._volumes.claim(ns, name)
+        pvc = self._volumes.claim_by_key(key)
         if pvc is not None and pvc.volume_name:
             self._claim_pv[key] = pvc.volume_name
             self._pv_claims.setdefault(pvc.volume_name, set()).add(key)

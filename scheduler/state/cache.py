@@ -26,7 +26,7 @@ from typing import Iterator
 
 from scheduler.framework.nodetable import NodeTable, PodTable
 from scheduler.framework.podcounts import PodCounts
-from scheduler.model import Node, Pod, pvc_volume_claims
+from scheduler.model import Node, Pod, pvc_volume_claim_keys
 from scheduler.state.attach import Attachments
 from scheduler.state.disks import DiskIndex
 from scheduler.state.gangs import GangIndex
@@ -118,8 +118,7 @@ class Cache:
 
     def _count_claims(self, pod: Pod, delta: int) -> None:
         users = self.claim_users
-        for name in pvc_volume_claims(pod) if pod.pvcs else ():
-            key = f"{pod.namespace}/{name}"
+        for key in pvc_volume_claim_keys(pod) if pod.pvcs else ():
             n = users.get(key, 0) + delta
             if n > 0:
                 users[key] = n

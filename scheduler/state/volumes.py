@@ -193,7 +193,10 @@ class Volumes:
     # ------------------------------------------------------------------ reads (the assumed view)
 
     def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        key = f"{namespace}/{name}"
+        return self.claim_by_key(f"{namespace}/{name}")
+
+    def claim_by_key(self, key: str) -> PersistentVolumeClaim | None:
+        """The claim "<namespace>/<name>" (a pod's ``claim_keys``)."""
         return self._assumed_pvcs.get(key) or self.claims.get(key)
 
     def volume(self, name: str) -> PersistentVolume | None:

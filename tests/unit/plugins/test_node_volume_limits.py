@@ -396,6 +396,60 @@ def test_only_the_rows_that_exceed_fail() -> None:
     assert plugin.filter(state, q, cache.nodes, rows).passed.all()
 
 
+def two_nodes_allowing_one_ebs_volume() -> Cache:
+    """Nodes a and b, each with a CSINode that allows one EBS volume, and the fixture's claims and volumes."""
+    pvs, pvcs, classes, _ = fixture([EBS], 0)
+    cache = volume_cache({"a": {}, "b": {}}, tuple(pvcs), tuple(pvs), tuple(classes))
+    cache.set_namespace("ns", {})
+    for n in ("a", "b"):
+        cache.attachments.set_csinode(parse_csinode({"metadata": {"name": n}, "spec": {"drivers": [
+            {"name": EBS, "allocatable": {"count": 1}}]}}))
+    return cache
+
+
+def test_prefilter_skips_filter_only_while_every_node_takes_the_pod_as_it_stands() -> None:
+    """The common case, a pod with its own new CSI volume and nodes with room, is settled in PreFilter (Skip:
+    Filter need not look at 5,000 rows). A node that fills up, or a volume a pod somewhere already uses
+    (new on some nodes only), sends the pod to Filter again."""
+    cache = cache_with([EBS], (), limit=2)
+    plugin = NodeVolumeLimits(None, Handle(cache, clock=FakeClock()))
+    assert plugin.pre_filter(CycleState(), EBS_ONE, cache.nodes)[1].code == Code.SKIP
+    assert plugin.pre_filter(CycleState(), EBS_TWO, cache.nodes)[1].code == Code.SKIP, "two fit in two"
+    assert plugin.pre_filter(CycleState(), pod("three", *(f"csi-{EBS}-{j}" for j in range(3))),
+                             cache.nodes)[1].code == Code.SUCCESS, "three do not: Filter decides"
+    cache.add_pod(parse_pod(RUNNING.raw | {"spec": RUNNING.raw["spec"] | {"nodeName": NODE}}))
+    assert plugin.pre_filter(CycleState(), pod("again", f"csi-{EBS}-3"), cache.nodes)[1].code == Code.SUCCESS, \
+        "a volume in use on a node is not new there"
+    assert plugin.pre_filter(CycleState(), EBS_TWO, cache.nodes)[1].code == Code.SUCCESS, "the node has room for one"
+    assert verdict(cache, EBS_TWO) == EXCEED
+    assert plugin.pre_filter(CycleState(), EBS_ONE, cache.nodes)[1].code == Code.SKIP
+
+
+def test_a_nominated_pods_volumes_count_on_its_node_so_prefilter_does_not_skip_while_any_pod_is_nominated() -> None:
+    """Nodes a and b allow one EBS volume, and a pod of the same priority is nominated to a with a volume of its
+    own: RunFilterPluginsWithNominatedPods charges it to a, so the new pod fits b only. Had PreFilter skipped
+    (every node has room as the cache stands), Filter would not have been asked and a would pass."""
+    cache = two_nodes_allowing_one_ebs_volume()
+    prof = {"schedulerName": "tandem-scheduler", "plugins": {"multiPoint": {
+        "disabled": [{"name": "*"}], "enabled": [{"name": n} for n in ("PrioritySort", "NodeVolumeLimits",
+                                                                        "DefaultBinder")]}}}
+    (config,) = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                              "profiles": [prof]}).profiles
+    fw = Framework(config, Handle(cache, scheduler_name="tandem-scheduler", clock=FakeClock()))
+
+    def feasible(p: Pod) -> tuple[list[str], bool]:
+        state = CycleState()
+        rows, st, diag = fw.run_pre_filter(state, p)
+        assert st.is_success(), st
+        passed, st = fw.run_filter_with_nominated(state, p, rows, diag)
+        assert st.is_success(), st
+        return cache.nodes.names_of(passed), "NodeVolumeLimits" in state.skip_filter
+
+    assert feasible(EBS_ONE) == (["a", "b"], True)
+    cache.nominations.set(pod("nominated", f"csi-{EBS}-1"), "a")
+    assert feasible(EBS_ONE) == (["b"], False)
+
+
 # ---------------------------------------------------------------------------- preemption's dry run
 
 def test_add_and_remove_pod_adjust_only_the_state_they_are_given() -> None:
@@ -418,12 +472,7 @@ def test_preemption_evicts_only_the_pod_whose_volume_takes_the_slot() -> None:
     """Two nodes whose CSINodes allow one EBS volume: on a, a low-priority pod with a volume and one without; on
     b, a pod of higher priority than the preemptor's. Preemption's dry run (through AddPod/RemovePod) picks a and
     evicts only the pod with the volume: the other is reprieved, as it takes no slot."""
-    pvs, pvcs, classes, _ = fixture([EBS], 0)
-    cache = volume_cache({"a": {}, "b": {}}, tuple(pvcs), tuple(pvs), tuple(classes))
-    cache.set_namespace("ns", {})
-    for n in ("a", "b"):
-        cache.attachments.set_csinode(parse_csinode({"metadata": {"name": n}, "spec": {"drivers": [
-            {"name": EBS, "allocatable": {"count": 1}}]}}))
+    cache = two_nodes_allowing_one_ebs_volume()
 
     def prio(p: Pod, priority: int, node: str = "") -> Pod:
         return parse_pod(p.raw | {"spec": p.raw["spec"] | {"priority": priority, "nodeName": node,
