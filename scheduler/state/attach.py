@@ -47,6 +47,7 @@ UNBOUND_HANDLE = "<unbound>"
 PLUGINS = MIGRATABLE_PLUGINS   # the columns of ``migrated``
 
 NO_LIMIT = np.iinfo(np.int64).max // 2   # headroom where no CSINode sets a count
+CLAIM_LOG_LIMIT = 8192                   # claim users logged before the claim index takes them in anyway
 
 # a pod's reference to a volume (Pod.volume_refs): ("claim", "ns/name") or ("inline", plugin, handle)
 Ref = tuple[str, ...]
@@ -66,6 +67,9 @@ class Attachments:
         self._va_of_pv: dict[str, set[str]] = {}          # PV name -> VolumeAttachment names
         self._refs: dict[str, dict[Ref, int]] = {}        # node -> volume reference -> placed pods using it there
         self._claim_nodes: dict[str, dict[str, int]] = {}  # "ns/claim" of placed pods -> node -> uses
+        # placements (+1) and removals (-1) of a claim's users not in _claim_nodes yet: only claim, volume and
+        # class events read that index, so a placement costs an append (:meth:`_claim_index`)
+        self._claim_log: list[tuple[str, str, int]] = []
         self._claim_pv: dict[str, str] = {}               # such a claim -> the PV it named when last seen
         self._pv_claims: dict[str, set[str]] = {}
         self._counted: dict[str, set[str]] = {}           # node -> the unique volumes its pods use
@@ -340,11 +344,9 @@ class Attachments:
             if not n:
                 fresh.append(ref)
             if ref[0] == "claim":
-                users = self._claim_nodes.get(ref[1])
-                if users is None:   # (emptied ones are dropped)
-                    users = self._claim_nodes[ref[1]] = {}
-                    self._track_claim(ref[1])
-                users[node] = users.get(node, 0) + 1
+                self._claim_log.append((ref[1], node, 1))
+        if len(self._claim_log) >= CLAIM_LOG_LIMIT:
+            self._claim_index()   # a cluster whose claims never change still keeps the log bounded
         if not self._count_fresh(node, fresh):
             self.refresh(node)
 
@@ -402,18 +404,32 @@ class Attachments:
             else:
                 on.pop(ref, None)
             if ref[0] == "claim":
-                users = self._claim_nodes.get(ref[1], {})
-                m = users.get(node, 0) - 1
-                if m > 0:
-                    users[node] = m
-                else:
-                    users.pop(node, None)
-                if not users:
-                    self._claim_nodes.pop(ref[1], None)
-                    self._untrack_claim(ref[1])
+                self._claim_log.append((ref[1], node, -1))
         if not on:
             del self._refs[node]
         self.refresh(node)
+
+    def _claim_index(self) -> dict[str, dict[str, int]]:
+        """The nodes whose placed pods use each claim ("ns/claim" -> node -> uses), with what was logged since
+        it was last read; a claim in it is tracked under the volume it names (:meth:`_track_claim`)."""
+        log = self._claim_log
+        if log:
+            self._claim_log = []
+            index = self._claim_nodes
+            for key, node, d in log:
+                users = index.get(key)
+                if users is None:
+                    users = index[key] = {}
+                    self._track_claim(key)
+                n = users.get(node, 0) + d
+                if n > 0:
+                    users[node] = n
+                else:
+                    users.pop(node, None)
+                    if not users:
+                        del index[key]
+                        self._untrack_claim(key)
+        return self._claim_nodes
 
     def _track_claim(self, key: str) -> None:
         pvc = self._volumes.claim_by_key(key)
@@ -432,7 +448,7 @@ class Attachments:
 
     def claim_changed(self, key: str) -> None:
         """A PersistentVolumeClaim was added, changed (bound) or deleted: recount the nodes whose pods use it."""
-        users = self._claim_nodes.get(key)
+        users = self._claim_index().get(key)
         if not users:
             return
         self._untrack_claim(key)
@@ -442,7 +458,8 @@ class Attachments:
 
     def volume_changed(self, name: str) -> None:
         """A PersistentVolume was added, changed or deleted: recount the nodes of its claims and attachments."""
-        nodes = {n for key in self._pv_claims.get(name, ()) for n in self._claim_nodes.get(key, {})}
+        index = self._claim_index()
+        nodes = {n for key in self._pv_claims.get(name, ()) for n in index.get(key, {})}
         nodes.update(self.attachments[va].node for va in self._va_of_pv.get(name, ()))
         for node in nodes:
             self.refresh(node)
@@ -450,7 +467,7 @@ class Attachments:
     def class_changed(self, name: str) -> None:
         """A StorageClass was added or deleted: recount the nodes of placed pods' claims of that class (rare)."""
         nodes: set[str] = set()
-        for key, users in self._claim_nodes.items():
+        for key, users in self._claim_index().items():
             ns, _, claim = key.partition("/")
             pvc = self._volumes.claim(ns, claim)
             if pvc is not None and pvc.storage_class == name:

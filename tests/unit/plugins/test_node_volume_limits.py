@@ -275,6 +275,32 @@ def test_a_claim_that_binds_is_recounted_under_its_volume() -> None:
     assert att.used[row, col] == 0 and att.where == {} and att.counted == {}
 
 
+def test_the_claims_users_are_logged_at_placement_and_indexed_when_a_claim_or_volume_event_needs_them() -> None:
+    """A placement appends its claims' users to a log (the cycle pays an append); the index of which nodes use
+    a claim takes the log in when a claim, volume or class event reads it, or when the log grows long, and then
+    is what placing and removing the pods one by one gives."""
+    from scheduler.state.attach import CLAIM_LOG_LIMIT
+    cache = cache_with([EBS], (), limit=CLAIM_LOG_LIMIT * 2)
+    att = cache.attachments
+    placed = [parse_pod(pod(f"p{i}", f"csi-{EBS}-{i % 4}", node=NODE).raw | {"metadata": {
+        "name": f"p{i}", "namespace": "ns", "uid": f"u{i}"}}) for i in range(CLAIM_LOG_LIMIT + 10)]
+    for p in placed[:5]:
+        cache.add_pod(p)
+    assert att._claim_nodes == {} and len(att._claim_log) == 5, "placing only logs"
+    att.volume_changed(f"csi-{EBS}-0")
+    assert att._claim_log == [] and att._claim_nodes == {f"ns/csi-{EBS}-{j}": {NODE: 2 if j == 0 else 1}
+                                                         for j in range(4)}
+    assert att._claim_pv == {f"ns/csi-{EBS}-{j}": f"csi-{EBS}-{j}" for j in range(4)}, "tracked under its volume"
+    for p in placed[5:]:
+        cache.add_pod(p)
+    assert len(att._claim_log) < CLAIM_LOG_LIMIT, "a log no event reads stays bounded"
+    for p in placed[:-1]:
+        cache.remove_pod(p)
+    att.class_changed(SC)
+    last = f"ns/csi-{EBS}-{(len(placed) - 1) % 4}"
+    assert att._claim_nodes == {last: {NODE: 1}} and list(att._claim_pv) == [last], "removals untrack"
+
+
 def test_a_csinode_that_arrives_or_grows_changes_the_verdict_and_a_deleted_one_lifts_the_limit() -> None:
     cache = cache_with([EBS], (EBS_TWO,), source="")
     assert verdict(cache, EBS_ONE) is None, "no CSINode: no limit"
