@@ -161,6 +161,9 @@ def _max(into: dict[str, int], more: dict[str, int]) -> None:
             into[k] = v
 
 
+HUGEPAGES_PREFIX = "hugepages-"             # v1.ResourceHugePagesPrefix
+
+
 def _with_nonzero(reqs: dict[str, int]) -> dict[str, int]:
     # only a missing request gets the default; an explicit 0 stays 0 (GetNonzeroRequestForResource)
     out = dict(reqs)
@@ -225,16 +228,18 @@ def pod_requests(spec: dict[str, Any], probs: _Problems,
             _max(init_max_nz, total_nz)
     _max(reqs, init_max)
     _max(nz, init_max_nz)
-    pod_level = _resource_list(_d(_d(spec.get("resources")).get("requests")), "spec.resources.requests", probs)
-    if actual is not None and (CPU in pod_level or MEMORY in pod_level):
+    # pod-level resources (KEP-2837) replace the containers' sum for the resources upstream supports there
+    # (IsSupportedPodLevelResource: cpu, memory and hugepages-*); others in spec.resources are not read
+    pod_level = {k: v for k, v in _resource_list(_d(_d(spec.get("resources")).get("requests")),
+                                                 "spec.resources.requests", probs).items()
+                 if k == CPU or k == MEMORY or k.startswith(HUGEPAGES_PREFIX)}
+    if actual is not None and pod_level:
         pod_level = actual.effective_pod_level(pod_level)
-    for k in (CPU, MEMORY):
-        if k in pod_level:  # pod-level resources (KEP-2837) replace the containers' sum for cpu and memory
-            reqs[k] = pod_level[k]
+    reqs.update(pod_level)
     overhead = _resource_list(spec.get("overhead"), "spec.overhead", probs)
     _add(reqs, overhead)
     _add(nz, overhead)
-    if CPU in pod_level or MEMORY in pod_level:
+    if pod_level:   # IsPodLevelRequestsSet
         # upstream getNonMissingContainerRequests: with pod-level requests, a default is added only for
         # a resource the whole pod (pod level, containers, overhead) does not request at all
         for k in (CPU, MEMORY):

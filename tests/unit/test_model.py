@@ -190,7 +190,12 @@ REQUEST_CASES = [
                  id="extended resources follow the same sum and max"),
     pytest.param({"containers": [ctr({"ephemeral-storage": "1Gi"})], "resources": {"requests": {"ephemeral-storage": "5Gi"}}},
                  {"ephemeral-storage": Gi}, DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST,
-                 id="pod-level requests other than cpu and memory are ignored"),
+                 id="pod-level requests other than cpu, memory and hugepages are ignored"),
+    pytest.param({"containers": [ctr({"cpu": "1", "hugepages-2Mi": "20Mi"}), ctr({"hugepages-2Mi": "20Mi"})],
+                  "resources": {"requests": {"hugepages-2Mi": "100Mi"}}},
+                 {CPU: 1000, "hugepages-2Mi": 100 * Mi}, 1000, 2 * DEFAULT_MEMORY_REQUEST,
+                 id="pod-level hugepages replace the containers' (IsSupportedPodLevelResource), and make the "
+                    "pod-level requests set: cpu one container asks for gets no default for the other"),
 ]
 
 
