@@ -4,6 +4,7 @@
     python -m bench.micro_cycle --nodes 5000 --existing 10000 --shape anti-affinity spread
     python -m bench.micro_cycle --nodes 5000 --shape wffc      # two local volumes per node, one claim per pod
     python -m bench.micro_cycle --nodes 5000 --shape csi-pv    # one claim per pod, bound to its own CSI volume
+    python -m bench.micro_cycle --nodes 5000 --shape wffc-capacity   # provisioned; a CSIStorageCapacity per node
     python -m bench.micro_cycle --nodes 5000 --prebind-waiting 1000   # while 1,000 pods wait in PreBind
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
@@ -80,7 +81,12 @@ SHAPES: dict[str, dict] = {
     "wffc": {},
     # one claim per pod, bound to its own CSI volume; nodes allow 39 of the driver (SchedulingCSIPVs' shape)
     "csi-pv": {},
+    # one WaitForFirstConsumer claim per pod, provisioned by a CSI driver with storageCapacity: true that
+    # publishes one CSIStorageCapacity per node (TopoLVM's shape)
+    "wffc-capacity": {},
 }
+CAPACITY_CLASS = {"metadata": {"name": "lvm"}, "provisioner": "lvm.csi.example.com",
+                  "volumeBindingMode": "WaitForFirstConsumer"}
 LOCAL_CLASS = {"metadata": {"name": "local"}, "provisioner": "kubernetes.io/no-provisioner",
                "volumeBindingMode": "WaitForFirstConsumer"}
 
@@ -119,7 +125,7 @@ def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labell
         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}], **SHAPES[shape]}
     if node:
         spec["nodeName"] = node
-    if shape in ("wffc", "csi-pv"):
+    if shape in ("wffc", "csi-pv", "wffc-capacity"):
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-" + name}}]
     return {"metadata": {"name": name, "namespace": namespace, "uid": name, "labels": GREEN if labelled else {}},
             "spec": spec}
@@ -155,6 +161,15 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
         for _ in range(3):
             await asyncio.sleep(0)
         _assert_waiting(s, prebind_waiting)
+    if shape == "wffc-capacity":
+        s.on_storage_class_add(CAPACITY_CLASS)
+        s.on_csi_driver_add({"metadata": {"name": "lvm.csi.example.com"}, "spec": {"storageCapacity": True}})
+        for i in range(nodes):
+            s.on_capacity_add({"metadata": {"name": f"cap-{i}", "namespace": "kube-system"},
+                               "storageClassName": "lvm", "capacity": "100Gi",
+                               "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": f"node-{i}"}}})
+        for i in range(pods):
+            s.on_pvc_add({**_claim(f"data-p{i}"), "spec": {**_claim(f"data-p{i}")["spec"], "storageClassName": "lvm"}})
     if shape == "csi-pv":
         for i in range(nodes):   # upstream's node-with-volume-limits: the driver allows 39 volumes a node
             s.on_csinode_add({"metadata": {"name": f"node-{i}"}, "spec": {"drivers": [

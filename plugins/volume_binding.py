@@ -282,27 +282,22 @@ class VolumeBinding:
                 found.bind_conflict |= need & ~topo
                 pending &= topo | ~need
                 need &= topo
-            room = self._capacity_mask(c, cls.name, cls.provisioner, nodes, rows)
+            room = self._capacity_mask(c, cls.name, cls.provisioner, rows)
             if room is not None:
                 found.no_space |= need & ~room
                 pending &= room | ~need
         return found
 
-    def _capacity_mask(self, claim: PersistentVolumeClaim, cls: str, provisioner: str, nodes: NodeTable,
+    def _capacity_mask(self, claim: PersistentVolumeClaim, cls: str, provisioner: str,
                        rows: np.ndarray) -> np.ndarray | None:
         """hasEnoughCapacity: None where capacity is not checked (no request, no CSIDriver of the provisioner,
         or one without storageCapacity); else the rows some CSIStorageCapacity of the class, large enough,
-        selects by its nodeTopology."""
+        selects by its nodeTopology (one compare over the rows: scheduler/state/capacities.py)."""
         vols = self.handle.volumes
         driver = vols.drivers.get(provisioner)
         if claim.request == 0 or driver is None or not driver.storage_capacity:
             return None
-        m = np.zeros(len(rows), dtype=bool)
-        for cap in vols.capacities.values():   # the capacities' objects, not nodes: one per topology segment
-            if cap.storage_class == cls and cap.limit is not None and cap.limit >= claim.request \
-                    and cap.node_topology is not None:
-                m |= vols.selector_rows(cap.node_topology, nodes, rows)
-        return m
+        return vols.capacity_index.room(cls, claim.request, rows)
 
     # ------------------------------------------------------------------ Reserve / Unreserve
 

@@ -289,20 +289,20 @@ class EventHandlers:
 
     def on_capacity_add(self, obj: dict[str, Any]) -> None:
         c = parse_csi_storage_capacity(obj)
-        self.cache.volumes.capacities[c.key] = c
+        self.cache.volumes.set_capacity(c)
         self.queue.on_event(ClusterEvent(Resource.CSI_STORAGE_CAPACITY, ActionType.ADD, "CSIStorageCapacityAdd"),
                             None, c)
 
     def on_capacity_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         c = parse_csi_storage_capacity(obj)
         old = self.cache.volumes.capacities.get(c.key)
-        self.cache.volumes.capacities[c.key] = c
+        self.cache.volumes.set_capacity(c)
         if old != c:
             self.queue.on_event(ClusterEvent(Resource.CSI_STORAGE_CAPACITY, ActionType.UPDATE,
                                              "CSIStorageCapacityUpdate"), old, c)
 
     def on_capacity_delete(self, obj: dict[str, Any]) -> None:
-        self.cache.volumes.capacities.pop(parse_csi_storage_capacity(obj).key, None)
+        self.cache.volumes.delete_capacity(parse_csi_storage_capacity(obj).key)
 
     # ------------------------------------------------------------------ informer handlers (priority classes)
 

@@ -25,6 +25,7 @@ Nothing here writes to the API, and readers never mutate the dicts: writes go th
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from scheduler.model import (
     VOLUME_AVAILABLE, CSIDriver, CSIStorageCapacity, LabelSelector, Node, PersistentVolume, PersistentVolumeClaim,
     StorageClass,
 )
+from scheduler.state.capacities import Capacities
 
 if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
@@ -170,7 +172,9 @@ class Volumes:
         self.volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
         self.drivers: dict[str, CSIDriver] = {}
-        self.capacities: dict[str, CSIStorageCapacity] = {}
+        # CSIStorageCapacity objects ("ns/name"), and the per-class index VolumeBinding's capacity check reads
+        self.capacity_index = Capacities(nodes, self.selector_rows)
+        self.capacities: Mapping[str, CSIStorageCapacity] = self.capacity_index.objects
         self._nodes = nodes
         self._ints = IntLabels()
         # the assume cache: name/key -> the assumed object (its resourceVersion: the version it was made on)
@@ -432,9 +436,19 @@ class Volumes:
         else:
             self._group_row[gid] = MASK_ROW
 
+    def set_capacity(self, cap: CSIStorageCapacity) -> None:
+        """Mutates: a CSIStorageCapacity added or updated."""
+        self.capacity_index.set(cap)
+
+    def delete_capacity(self, key: str) -> None:
+        """Mutates: a CSIStorageCapacity deleted."""
+        self.capacity_index.delete(key)
+
     def node_changed(self, row: int, old: Node | None, new: Node | None) -> None:
         """Mutates: the node on ``row`` was added, relabelled or removed: the groups that may admit it are
-        evaluated on that one node (those naming its old or new hostname, and the few without a hostname)."""
+        evaluated on that one node (those naming its old or new hostname, and the few without a hostname), and
+        so are the CSIStorageCapacity objects' topologies."""
+        self.capacity_index.node_changed(row, new.labels if new is not None else None)
         labels = new.labels if new is not None else {}
         for node in (old, new):
             host = node.labels.get(HOSTNAME) if node is not None else None

@@ -190,7 +190,7 @@ def test_storage_capacity(checked: bool, capacities: tuple[dict[str, Any], ...],
     d = parse_csi_driver({"metadata": {"name": "csi.example.com"}, "spec": {"storageCapacity": checked}})
     vols.drivers[d.name] = d
     for c in map(parse_csi_storage_capacity, capacities):
-        vols.capacities[c.key] = c
+        vols.set_capacity(c)
     assert env.filter(pod("data")) == want
 
 
