@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 HOSTNAME = "kubernetes.io/hostname"
 _ACCESS_BITS = {"ReadWriteOnce": 1, "ReadOnlyMany": 2, "ReadWriteMany": 4, "ReadWriteOncePod": 8}
 _BIG = np.iinfo(np.int64).max
+SELECTOR_MASKS = 1024   # claims' selector masks kept (per class and selector) before they are all dropped
 # group_row values besides a row: the group admits no node, or several (read its mask)
 NO_ROW, MASK_ROW = -1, -2
 
@@ -106,7 +107,8 @@ class _Table:
         self.labels: list[Any] = []
         self._rank: np.ndarray | None = None          # slot -> position by (capacity, slot); None: to compute
         self._order: np.ndarray | None = None         # position -> slot
-        self.version = 0                              # bumped on every change (selector masks are cached by it)
+        # bumped when a volume comes, goes or changes its labels (claims' selector masks are cached by it)
+        self.version = 0
 
     def _grow(self) -> None:
         for name in ("capacity", "access", "mode", "vac", "available", "deleting", "claimed", "group"):
@@ -189,7 +191,11 @@ class Volumes:
         self._group_row = np.zeros(0, dtype=np.int64)           # group id -> row, NO_ROW or MASK_ROW
         self._by_hostname: dict[str, set[int]] = {}
         self._masked: set[int] = set()                           # groups without a hostname
+        # claimRefs interned for the tables' ``claimed`` columns, counted by the slots naming them
         self._claim_ids: dict[str, int] = {}
+        self._claim_keys: dict[int, str] = {}
+        self._claim_uses: dict[int, int] = {}
+        self._next_claim_id = 1
         self._modes: dict[str, int] = {}
         self._selector_masks: dict[tuple[int, LabelSelector], tuple[int, np.ndarray]] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
@@ -303,10 +309,27 @@ class Volumes:
         return mid
 
     def _claim_id(self, key: str) -> int:
+        """The id of claimRef ``key`` in the tables' ``claimed`` columns, for one more slot naming it."""
         cid = self._claim_ids.get(key)
         if cid is None:
-            cid = self._claim_ids[key] = len(self._claim_ids) + 1
+            cid = self._claim_ids[key] = self._next_claim_id
+            self._next_claim_id += 1
+            self._claim_keys[cid] = key
+        self._claim_uses[cid] = self._claim_uses.get(cid, 0) + 1
         return cid
+
+    def _release_claim_id(self, cid: int) -> None:
+        """A slot no longer names claim id ``cid`` (0: none): the id goes with the last one."""
+        if not cid:
+            return
+        n = self._claim_uses.get(cid, 0) - 1
+        if n > 0:
+            self._claim_uses[cid] = n
+            return
+        self._claim_uses.pop(cid, None)
+        key = self._claim_keys.pop(cid, None)
+        if key is not None:
+            self._claim_ids.pop(key, None)
 
     def _index(self, pv: PersistentVolume) -> None:
         where = self._where.get(pv.name)
@@ -327,7 +350,9 @@ class Volumes:
         t.available[slot] = pv.phase == VOLUME_AVAILABLE
         t.deleting[slot] = pv.deleting
         ref = pv.claim_ref
+        old_claim = int(t.claimed[slot]) if where is not None else 0
         t.claimed[slot] = 0 if ref is None else self._claim_id(f"{ref.namespace}/{ref.name}")
+        self._release_claim_id(old_claim)
         gid = self._group_of(pv.node_affinity_terms)
         old = int(t.group[slot]) if where is not None else -1
         if old != gid:
@@ -335,8 +360,9 @@ class Volumes:
             if old >= 0:
                 self._release_group(old)
             t.group[slot] = gid
+        if where is None or t.labels[slot] != pv.labels:
+            t.version += 1   # (a binding, assumed or real, leaves the selector masks as they are)
         t.labels[slot] = pv.labels
-        t.version += 1
 
     def _unindex(self, name: str) -> None:
         where = self._where.pop(name, None)
@@ -344,6 +370,8 @@ class Volumes:
             return
         t = self._tables[where[0]]
         self._release_group(int(t.group[where[1]]))
+        self._release_claim_id(int(t.claimed[where[1]]))
+        t.claimed[where[1]] = 0
         t.drop(name)
 
     # ------------------------------------------------------------------ affinity groups
@@ -580,6 +608,8 @@ class Volumes:
             return hit[1]
         m = np.array([lab is not None and selector.matches(lab) if name is not None else False
                       for name, lab in zip(t.names, t.labels)], dtype=bool)
+        if len(self._selector_masks) >= SELECTOR_MASKS:
+            self._selector_masks.clear()   # selectors no claim uses any more go too
         self._selector_masks[key] = (t.version, m)
         return m
 

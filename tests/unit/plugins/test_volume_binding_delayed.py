@@ -407,3 +407,51 @@ def test_a_csinode_update_queues_only_when_its_migrated_plugins_change(old_migra
 
     pod = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "p"}, "spec": {}})
     assert _csi_node_changed(pod, cn(old_migrated), cn(new_migrated)) == want
+
+
+def test_a_claims_selector_mask_is_kept_across_reservations_and_redone_when_labels_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The mask of the volumes a claim's selector picks is computed once per class and selector: assuming a
+    volume for a pod (Reserve) changes which volumes are free, not their labels, so the next claim with that
+    selector reuses it; a volume whose labels change makes it computed again."""
+    from scheduler.model import LabelSelector
+    gold = {"matchLabels": {"tier": "gold"}}
+    env = Env(pvcs=(claim("a", selector=gold), claim("b", selector=gold)),
+              pvs=(vol("pv1", node="n1", labels={"tier": "gold"}), vol("pv3", node="n3", labels={"tier": "gold"}),
+                   vol("plain", node="n2")))
+    calls = 0
+    matches = LabelSelector.matches
+
+    def counting(self: LabelSelector, labels: dict[str, str]) -> bool:
+        nonlocal calls
+        calls += 1
+        return matches(self, labels)
+
+    monkeypatch.setattr(LabelSelector, "matches", counting)
+    assert env.filter(pod("a", uid="1")) == {"n1": OK, "n2": BIND, "n3": OK}
+    first = calls
+    assert first == 2, "one look at each labelled volume's labels"
+    env.reserve(pod("a", uid="1"), "n1")
+    assert env.filter(pod("b", uid="2")) == {"n1": BIND, "n2": BIND, "n3": OK}
+    assert calls == first, "the reservation did not make the mask computed again"
+    env.cache.volumes.set_pv(parse_pv(vol("plain", node="n2", labels={"tier": "gold"}, rv="2")))
+    assert env.filter(pod("b", uid="2")) == {"n1": BIND, "n2": OK, "n3": OK}
+    assert calls == first + 3, "computed again, now over three labelled volumes"
+
+
+def test_a_claimref_is_interned_while_a_volume_names_it_and_forgotten_after() -> None:
+    """The volumes' claimRefs are interned for the index's columns; an id goes with the last volume naming it, so
+    a cluster whose claims come and go (a StatefulSet scaled up and down, a pipeline's workspaces) keeps the
+    interned set to the claims its volumes name now."""
+    env = Env(pvs=(vol("pv1", node="n1", ref="a"), vol("pv2", node="n2", ref="a"), vol("pv3", node="n3", ref="b")))
+    vols = env.cache.volumes
+    assert set(vols._claim_ids) == {"ns/a", "ns/b"}
+    vols.set_pv(parse_pv(vol("pv3", node="n3", ref="c", rv="2")))
+    assert set(vols._claim_ids) == {"ns/a", "ns/c"}, "a volume that names another claim lets go of its old one"
+    vols.delete_pv("pv1")
+    assert set(vols._claim_ids) == {"ns/a", "ns/c"}, "pv2 still names a"
+    vols.delete_pv("pv2")
+    vols.delete_pv("pv3")
+    assert vols._claim_ids == {} and vols._claim_uses == {}
+    env2 = Env(pvcs=(claim("a"),), pvs=(vol("mine", node="n1", ref="a"), vol("other", node="n2")))
+    assert env2.filter(pod("a")) == {"n1": OK, "n2": BIND, "n3": BIND}, "a volume pre-bound to the claim still wins"
