@@ -25,7 +25,7 @@ import itertools
 import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import aiohttp
 import orjson
@@ -90,8 +90,10 @@ class Target:
             return Resp(r.status, parsed, r.headers)
 
     async def watch(self, path: str, params: dict[str, str], *, until: int | None = None,
-                    timeout: float = 10.0) -> list[dict[str, Any]]:
-        """Collect watch events until the server ends the stream, ``until`` events arrived, or ``timeout``."""
+                    timeout: float = 10.0, stop: Callable[[dict[str, Any]], bool] | None = None
+                    ) -> list[dict[str, Any]]:
+        """Collect watch events until the server ends the stream, ``until`` events arrived, an event ``stop``
+        says is the last arrived, or ``timeout``."""
         events: list[dict[str, Any]] = []
         p = {"watch": "true", **params}
 
@@ -101,7 +103,7 @@ class Target:
                 async for line in r.content:
                     if line.strip():
                         events.append(orjson.loads(line))
-                        if until is not None and len(events) >= until:
+                        if until is not None and len(events) >= until or stop is not None and stop(events[-1]):
                             return
 
         try:

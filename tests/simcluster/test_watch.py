@@ -281,7 +281,8 @@ async def test_send_initial_events_ends_the_replay_with_an_annotated_bookmark(ta
     for name in ("x", "y"):
         await ok(target.req("POST", p, lease_body(name)), 201)
     watch = start_watch(target, p, {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
-                                    "allowWatchBookmarks": "true"}, until=4, timeout=5)
+                                    "allowWatchBookmarks": "true"}, timeout=5,
+                        stop=lambda e: e["type"] == "ADDED" and e["object"]["metadata"]["name"] == "later")
     await until_connected()
     await asyncio.sleep(0.2)
     later = await ok(target.req("POST", p, lease_body("later")), 201)
@@ -292,7 +293,10 @@ async def test_send_initial_events_ends_the_replay_with_an_annotated_bookmark(ta
     assert end["type"] == "BOOKMARK"
     assert end["object"]["metadata"]["annotations"] == {INITIAL_EVENTS_END: "true"}
     assert int(end["object"]["metadata"]["resourceVersion"]) < int(later["metadata"]["resourceVersion"])
-    assert summary(events[3:]) == [("ADDED", "later")]
+    # the real server may send its periodic bookmarks in between (seen under load); only the first is annotated
+    rest = events[3:]
+    assert [s for s in summary(rest) if s[0] != "BOOKMARK"] == [("ADDED", "later")]
+    assert all(not (e["object"]["metadata"].get("annotations") or {}) for e in rest if e["type"] == "BOOKMARK")
 
 
 INVALID_WATCH_OPTIONS = [
