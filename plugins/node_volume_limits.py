@@ -20,9 +20,9 @@ error, as upstream. Upstream's alpha VolumeLimitScaling (a CSIDriver's
 
 The per-node counts are columns (``handle.attachments``); Filter resolves only
 the pod's volumes and compares arrays over the rows. PreFilter settles the
-common case, a pod whose volumes are new everywhere and fit the kept lower
-bound of every node's headroom, with Skip (the same verdict: every node
-passes), while no pod is nominated. Preemption's dry runs
+common case, a pod whose volumes, counted as new on every node, fit the kept
+lower bound of every node's headroom, with Skip (the same verdict: every
+node passes), while no pod is nominated. Preemption's dry runs
 adjust the counts of the rows they change through AddPod/RemovePod (upstream
 reads the dry run's NodeInfo instead); those few rows are recounted exactly.
 """
@@ -123,8 +123,8 @@ class NodeVolumeLimits:
             # Filter would find (CSINodes do not change within a cycle)
             return None, _SKIP
         if not len(self.handle.nominations) and attach.fit_everywhere(counted):
-            # every node fits, and Filter need not run to find it (the common case: a pod's own new CSI
-            # volumes, nodes with room). Not while any pod is nominated: Filter would charge nominated pods'
+            # every node fits, and Filter need not run to find it (the common case: nodes with room for the
+            # pod's volumes even counted as new on each). Not while any pod is nominated: Filter would charge nominated pods'
             # volumes to their nodes (RunFilterPluginsWithNominatedPods), and a skipped plugin is not asked.
             # Preemption's dry runs only take pods away, or give back pods the counts held already, so a pod
             # that fits every node now fits in them too.

@@ -132,16 +132,14 @@ class Attachments:
         return need <= least
 
     def fit_everywhere(self, volumes: list[Resolved]) -> bool:
-        """Does every node take ``volumes`` (a pod's, resolved, each of a driver some CSINode limits) as new
-        ones? True only when that is sure without a look at rows: all CSI volumes (an in-tree one counts only
-        where its plugin is migrated), none used by a pod on any node yet, and per driver the kept lower bound
-        of the nodes' headroom at least the pod's count."""
+        """Does every node take ``volumes`` (a pod's, resolved, each of a driver some CSINode limits)? True only
+        when that is sure without a look at rows: per driver, the kept lower bound of the nodes' headroom is at
+        least the pod's count, each volume counted as new on every node. (One a pod on a node uses already is
+        not new there, and an in-tree one does not count where its plugin is not migrated: counting them
+        anyway only makes the answer stricter.)"""
         self._flush()
-        where = self._where
         need: dict[str, int] = {}
-        for unique, driver, plugin in volumes:
-            if plugin or unique in where:
-                return False
+        for _, driver, _ in volumes:
             need[driver] = need.get(driver, 0) + 1
         for driver, n in need.items():
             c = self._drivers.get(driver)

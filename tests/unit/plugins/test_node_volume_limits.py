@@ -434,9 +434,9 @@ def two_nodes_allowing_one_ebs_volume() -> Cache:
 
 
 def test_prefilter_skips_filter_only_while_every_node_takes_the_pod_as_it_stands() -> None:
-    """The common case, a pod with its own new CSI volume and nodes with room, is settled in PreFilter (Skip:
-    Filter need not look at 5,000 rows). A node that fills up, or a volume a pod somewhere already uses
-    (new on some nodes only), sends the pod to Filter again."""
+    """The common case, nodes with room for the pod's volumes even counted as new everywhere, is settled in
+    PreFilter (Skip: Filter need not look at 5,000 rows). A node without that room sends the pod to Filter,
+    which knows a volume a pod there already uses is not new there."""
     cache = cache_with([EBS], (), limit=2)
     plugin = NodeVolumeLimits(None, Handle(cache, clock=FakeClock()))
     assert plugin.pre_filter(CycleState(), EBS_ONE, cache.nodes)[1].code == Code.SKIP
@@ -444,11 +444,16 @@ def test_prefilter_skips_filter_only_while_every_node_takes_the_pod_as_it_stands
     assert plugin.pre_filter(CycleState(), pod("three", *(f"csi-{EBS}-{j}" for j in range(3))),
                              cache.nodes)[1].code == Code.SUCCESS, "three do not: Filter decides"
     cache.add_pod(parse_pod(RUNNING.raw | {"spec": RUNNING.raw["spec"] | {"nodeName": NODE}}))
-    assert plugin.pre_filter(CycleState(), pod("again", f"csi-{EBS}-3"), cache.nodes)[1].code == Code.SUCCESS, \
-        "a volume in use on a node is not new there"
     assert plugin.pre_filter(CycleState(), EBS_TWO, cache.nodes)[1].code == Code.SUCCESS, "the node has room for one"
     assert verdict(cache, EBS_TWO) == EXCEED
     assert plugin.pre_filter(CycleState(), EBS_ONE, cache.nodes)[1].code == Code.SKIP
+    assert plugin.pre_filter(CycleState(), pod("again", f"csi-{EBS}-3"), cache.nodes)[1].code == Code.SKIP, \
+        "a volume in use on the node, counted as new, still fits"
+    cache.add_pod(parse_pod(EBS_ONE.raw | {"spec": EBS_ONE.raw["spec"] | {"nodeName": NODE}}))
+    shared = pod("shared", f"csi-{EBS}-3")
+    assert plugin.pre_filter(CycleState(), shared, cache.nodes)[1].code == Code.SUCCESS, "the node is full"
+    assert verdict(cache, shared) is None, "Filter: the volume is there already, so the full node takes the pod"
+    assert verdict(cache, EBS_TWO) == EXCEED
 
 
 def test_a_nominated_pods_volumes_count_on_its_node_so_prefilter_does_not_skip_while_any_pod_is_nominated() -> None:
