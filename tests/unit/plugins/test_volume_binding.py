@@ -206,3 +206,57 @@ def test_args(raw: dict[str, Any], error: str | None) -> None:
     else:
         with pytest.raises(ConfigError, match=error):
             parse_args(VolumeBindingArgs, raw, "args")
+
+
+HOST = "kubernetes.io/hostname"
+
+
+@pytest.mark.parametrize("pvcs, pvs, claims, want", [
+    pytest.param((pvc("data", "v1"),), (pv("v1", expr(HOST, "In", "n1", "n3")),), ("data",), {"n1", "n3"},
+                 id="a volume pinned by hostname narrows to those nodes"),
+    pytest.param((pvc("data", "v1"), pvc("logs", "v2")),
+                 (pv("v1", expr(HOST, "In", "n1", "n3")), pv("v2", expr(HOST, "In", "n3", "n2"))),
+                 ("data", "logs"), {"n3"}, id="volumes on other hosts intersect"),
+    pytest.param((pvc("data", "v1"), pvc("logs", "v2")),
+                 (pv("v1", expr(HOST, "In", "n1")), pv("v2", expr(HOST, "In", "n2"))), ("data", "logs"), set(),
+                 id="to nothing when no node has both"),
+    pytest.param((pvc("data", "v1"), pvc("logs", "v2")), (pv("v1", expr(HOST, "In", "n1")), pv("v2", ZONE_B)),
+                 ("data", "logs"), {"n1"}, id="a volume pinned by zone only does not narrow"),
+    pytest.param((pvc("data", "v1"),), (pv("v1", ZONE_B),), ("data",), None, id="no hostname: no narrowing"),
+    pytest.param((pvc("data", "v1"),), (pv("v1", expr(HOST, "In", "n1"), ZONE_B),), ("data",), {"n1"},
+                 id="terms are united, a term without a hostname adding none (GetLocalPersistentVolumeNodeNames)"),
+    pytest.param((pvc("data", "v1"),),
+                 (pv("v1", {"matchExpressions": [{"key": HOST, "operator": "In", "values": ["n1", "n2"]},
+                                                  {"key": HOST, "operator": "In", "values": ["n2", "n3"]}]}),),
+                 ("data",), {"n2"}, id="a term's hostname expressions intersect"),
+    pytest.param((pvc("data", "v1"), pvc("logs", "v2")), (pv("v1", expr(HOST, "In", "n1")),), ("data", "logs"),
+                 None, id="a volume that does not exist: no narrowing, Filter finds it missing"),
+])
+def test_bound_volumes_pinned_by_hostname_narrow_the_nodes_as_get_eligible_nodes(
+        pvcs: tuple[dict[str, Any], ...], pvs: tuple[dict[str, Any], ...], claims: tuple[str, ...],
+        want: set[str] | None) -> None:
+    env = Env(pvcs=pvcs, pvs=pvs)
+    result, st = env.plugin.pre_filter(CycleState(), pod(*(claim_vol(c, c) for c in claims)), env.cache.nodes)
+    assert st.code == Code.SUCCESS
+    assert (None if result is None else set(result.node_names)) == want
+
+
+def test_a_pod_whose_local_volume_is_on_a_full_node_says_what_upstream_says() -> None:
+    """The nodes outside the volume's hostnames are counted as PreFilter left them out, as kube-scheduler's
+    message counts them: "didn't satisfy plugin(s) [VolumeBinding]"."""
+    from scheduler.config import parse_config
+    from scheduler.framework.runtime import Framework
+    env = Env(pvcs=(pvc("data", "v1"),), pvs=(pv("v1", expr(HOST, "In", "n1")),))
+    (config,) = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                              "profiles": [{"schedulerName": "tandem-scheduler"}]}).profiles
+    fw = Framework(config, Handle(env.cache, scheduler_name="tandem-scheduler", clock=FakeClock()))
+    big = parse_pod({"metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                     "spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1000"}}}],
+                              "volumes": [claim_vol("data")]}})
+    state = CycleState()
+    rows, st, diag = fw.run_pre_filter(state, big)
+    assert st.is_success() and env.cache.nodes.names_of(rows) == ["n1"]
+    feasible, st = fw.run_filter_with_nominated(state, big, rows, diag)
+    assert len(feasible) == 0
+    assert diag.reasons["node(s) didn't satisfy plugin(s) [VolumeBinding]"] == 2
+    assert diag.reasons["Insufficient cpu"] == 1, diag.reasons
