@@ -13,6 +13,15 @@ A pod without resource claims is skipped, as upstream's PreFilter does. A
 profile that disables DynamicResources keeps upstream's meaning: the claims
 are not evaluated and the pod is placed as if it had none.
 
+PostFilter. Upstream's PostFilter deallocates a claim this scheduler
+allocated for a pod that fits nowhere, to try again elsewhere; it runs
+before DefaultPreemption (freeing an idle claim beats evicting a pod).
+tandem allocates none, so there is never one to deallocate: it says so with
+upstream's words for a pod without new claims, ``no new claims to
+deallocate``, which kube-scheduler 1.36 puts in every FailedScheduling
+message of such a pod (``... 3 Insufficient cpu. no new claims to
+deallocate, preemption: 0/3 nodes are available: ...``).
+
 Requeueing. Upstream retries a pod rejected for its claims when a
 ResourceClaim, ResourceSlice, DeviceClass or the pod's generated claims
 change, since any of them can make an allocation possible. Here none can:
@@ -44,7 +53,7 @@ _SKIP = Status(Code.SKIP)
 @register
 class DynamicResources:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter"})
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "PostFilter"})
     Args = None
 
     def __init__(self, args: None, handle: Any) -> None:
@@ -57,6 +66,14 @@ class DynamicResources:
         if not pod.resource_claims:
             return None, _SKIP
         return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, refusal(pod.resource_claims))
+
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[None, Status]:
+        return None, _NOTHING_TO_DEALLOCATE
+
+
+NO_NEW_CLAIMS = "no new claims to deallocate"
+_NOTHING_TO_DEALLOCATE = Status(Code.UNSCHEDULABLE, NO_NEW_CLAIMS)
 
 
 def refusal(claims: tuple[str, ...]) -> str:

@@ -79,7 +79,7 @@ class Diagnosis:
             if parts:
                 msg += " " + ", ".join(parts) + "."
         if self.post_filter_msg:
-            msg += f" {self.post_filter_msg}."  # SeparatorFormat " %v." as for the other parts
+            msg += f" {self.post_filter_msg}"   # " %v": the PostFilter plugins' reasons end as they end
         return msg
 
 

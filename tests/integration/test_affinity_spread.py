@@ -80,8 +80,9 @@ async def test_hostname_anti_affinity_puts_one_replica_per_node_and_the_rest_wai
             c = await unschedulable(env, n)
             # upstream's whole sentence: the replicas have equal priority, so DefaultPreemption finds no victims
             assert c["message"] == ("0/5 nodes are available: 5 node(s) didn't match pod anti-affinity rules. "
-                                    "preemption: 0/5 nodes are available: 5 No preemption victims found for "
-                                    "incoming pod..")
+                                    "no new claims to deallocate, preemption: "
+                                    "0/5 nodes are available: 5 No preemption victims found for "
+                                    "incoming pod.")
 
 
 async def test_zone_anti_affinity_allows_one_replica_per_zone(tmp_path):
@@ -120,7 +121,8 @@ async def test_the_first_pod_of_a_self_affine_set_goes_anywhere_and_the_rest_fol
         env.create_pod(make_pod("orphan", labels={"app": "solo"}, affinity=near({"app": "nobody"})))
         c = await unschedulable(env, "orphan")
         assert c["message"] == ("0/4 nodes are available: 4 node(s) didn't match pod affinity rules. "
-                                "preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling..")
+                                "no new claims to deallocate, preemption: "
+                                "0/4 nodes are available: 4 Preemption is not helpful for scheduling.")
 
 
 async def test_existing_pods_anti_affinity_keeps_others_away(tmp_path):
@@ -155,8 +157,9 @@ async def test_namespace_selector_reaches_pods_in_selected_namespaces_only(tmp_p
         assert set(placed.values()) == {"node-1"}
         for n in ("wrong-team", "own-namespace"):
             c = await unschedulable(env, n)
-            assert c["message"] == ("0/3 nodes are available: 3 node(s) didn't match pod affinity rules. preemption: "
-                                    "0/3 nodes are available: 3 Preemption is not helpful for scheduling.."), n
+            assert c["message"] == ("0/3 nodes are available: 3 node(s) didn't match pod affinity rules. "
+                                    "no new claims to deallocate, preemption: "
+                                    "0/3 nodes are available: 3 Preemption is not helpful for scheduling."), n
 
 
 async def test_tektons_affinity_assistant_tasks_follow_the_placeholder_and_wait_when_its_node_is_full(tmp_path):
@@ -175,9 +178,10 @@ async def test_tektons_affinity_assistant_tasks_follow_the_placeholder_and_wait_
         (waiting,) = [n for n in tasks if not env.node_of(n)]
         c = await unschedulable(env, waiting)
         assert c["message"] == ("0/3 nodes are available: 1 Insufficient cpu, "
-                                "2 node(s) didn't match pod affinity rules. preemption: 0/3 nodes are available: "
+                                "2 node(s) didn't match pod affinity rules. "
+                                "no new claims to deallocate, preemption: 0/3 nodes are available: "
                                 "1 No preemption victims found for incoming pod, "
-                                "2 Preemption is not helpful for scheduling.."), c["message"]
+                                "2 Preemption is not helpful for scheduling."), c["message"]
 
 
 # ---------------------------------------------------------------------------- PodTopologySpread
@@ -194,8 +198,9 @@ async def test_zone_spread_with_a_full_small_zone_stops_the_others_at_max_skew(t
         assert zones == {"a": 1, "b": 2, "c": 2}
         (c,) = [await unschedulable(env, n) for n in names if not env.node_of(n)][:1]
         assert c["message"] == ("0/5 nodes are available: 1 Insufficient cpu, "
-                                "4 node(s) didn't match pod topology spread constraints. preemption: 0/5 nodes "
-                                "are available: 5 No preemption victims found for incoming pod.."), c["message"]
+                                "4 node(s) didn't match pod topology spread constraints. "
+                                "no new claims to deallocate, preemption: 0/5 nodes "
+                                "are available: 5 No preemption victims found for incoming pod."), c["message"]
 
 
 async def test_min_domains_treats_the_global_minimum_as_zero_until_enough_zones_exist(tmp_path):

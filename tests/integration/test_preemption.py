@@ -112,11 +112,12 @@ async def test_never_policy_and_equal_priority_preempt_nothing(tmp_path):
         env.create_pod(pod("never", "1500m", HIGH_NEVER))
         c = await unschedulable(env, "never")
         assert c["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
-                                "preemption: not eligible due to preemptionPolicy=Never..")
+                                "no new claims to deallocate, preemption: not eligible due to preemptionPolicy=Never.")
         env.create_pod(pod("equal", "1500m", LOW))
         c = await unschedulable(env, "equal")
-        assert c["message"] == ("0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are "
-                                "available: 1 No preemption victims found for incoming pod..")
+        assert c["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                "no new claims to deallocate, preemption: 0/1 nodes are "
+                                "available: 1 No preemption victims found for incoming pod.")
         await stays(lambda: env.pod("low") is not None, 0.5, "low is never evicted")
 
 
@@ -128,7 +129,7 @@ async def test_futile_preemption_evicts_nothing(tmp_path):
         await bound(env, "low-1", "low-2")
         env.create_pod(pod("huge", "3", HIGH))   # larger than any node: unresolvable
         c = await unschedulable(env, "huge")
-        assert "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.." in c["message"]
+        assert "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling." in c["message"]
         await stays(lambda: env.pod("low-1") is not None and env.pod("low-2") is not None, 0.5, "no victims")
 
 

@@ -137,7 +137,8 @@ async def test_a_pod_needing_a_node_feature_waits_for_a_node_that_declares_it(tm
         assert c["reason"] == "Unschedulable", c
         # unresolvable: preemption cannot help (upstream's words, both parts)
         assert c["message"] == ("0/2 nodes are available: 2 node(s) didn't match Pod's required features. "
-                                "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.."), c
+                                "no new claims to deallocate, preemption: "
+                                "0/2 nodes are available: 2 Preemption is not helpful for scheduling."), c
         # the kubelet of old-1 starts declaring it: the status update requeues the pod, which goes there
         env.store.patch(NODES, "", "old-1", MERGE, json.dumps(
             {"status": {"declaredFeatures": ["SomethingElse", RESTART_ALL]}}).encode(), subresource="status")

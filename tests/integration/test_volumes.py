@@ -107,7 +107,8 @@ async def test_a_volume_in_a_zone_keeps_the_pod_on_the_nodes_there(tmp_path, mak
         assert set(placed.values()) <= {"node-b1", "node-b2"}, placed
         c = await unschedulable(env, "lost")
         assert c["message"] == (f"0/3 nodes are available: 3 {reason}. "
-                                "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.."), c
+                                "no new claims to deallocate, preemption: "
+                                "0/3 nodes are available: 3 Preemption is not helpful for scheduling."), c
 
         env.create_node(zoned("node-c", "c"))   # a node in the volume's zone joins: the pod goes there
         assert (await bound(env, "lost")) == {"lost": "node-c"}
@@ -144,8 +145,9 @@ async def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(tmp_path):
         env.create_pod(pod_with_claim("second", "solo"))
         c = await unschedulable(env, "second")
         assert c["message"] == ("0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
-                                "name and ReadWriteOncePod access mode. preemption: 0/2 nodes are available: "
-                                "2 No preemption victims found for incoming pod.."), c
+                                "name and ReadWriteOncePod access mode. "
+                                "no new claims to deallocate, preemption: 0/2 nodes are available: "
+                                "2 No preemption victims found for incoming pod."), c
         env.store.delete(PODS, NS, "first", grace=0)   # the claim's user goes: the deletion requeues the pod
         await bound(env, "second")
 
@@ -159,8 +161,9 @@ async def test_the_same_inline_disk_is_used_by_one_pod_per_node(tmp_path):
         assert set(where.values()) == {"node-0", "node-1"}, where
         env.create_pod(make_pod("third", volumes=ebs))
         c = await unschedulable(env, "third")
-        assert c["message"] == ("0/2 nodes are available: 2 node(s) had no available disk. preemption: 0/2 nodes "
-                                "are available: 2 No preemption victims found for incoming pod.."), c
+        assert c["message"] == ("0/2 nodes are available: 2 node(s) had no available disk. "
+                                "no new claims to deallocate, preemption: 0/2 nodes "
+                                "are available: 2 No preemption victims found for incoming pod."), c
         env.store.delete(PODS, NS, "first", grace=0)   # the disk's user goes: the deletion requeues the pod
         assert (await bound(env, "third"))["third"] == where["first"]
 
@@ -193,8 +196,9 @@ async def test_a_node_takes_as_many_csi_volumes_as_its_csinode_allows(tmp_path):
         await bound(env, "p0", "p1")
         env.create_pod(pod_with_claim("p2", "data-2"))
         c = await unschedulable(env, "p2")
-        assert c["message"] == ("0/1 nodes are available: 1 node(s) exceed max volume count. preemption: 0/1 "
-                                "nodes are available: 1 No preemption victims found for incoming pod.."), c
+        assert c["message"] == ("0/1 nodes are available: 1 node(s) exceed max volume count. "
+                                "no new claims to deallocate, preemption: 0/1 "
+                                "nodes are available: 1 No preemption victims found for incoming pod."), c
         env.create_pod(pod_with_claim("p0-again", "data-0"))   # a volume already there takes no new slot
         await bound(env, "p0-again")
         env.store.delete(PODS, NS, "p1", grace=0)   # a pod with a volume goes: the deletion requeues p2
@@ -287,8 +291,8 @@ async def test_two_pods_back_to_back_never_share_a_volume_and_the_third_waits_wi
         waiting = next(f"web-{i}" for i in range(3) if not env.node_of(f"web-{i}"))
         c = await unschedulable(env, waiting)
         assert c["message"] == ("0/1 nodes are available: 1 node(s) didn't find available persistent volumes to "
-                                "bind. preemption: 0/1 nodes are available: 1 Preemption is not helpful for "
-                                "scheduling.."), c
+                                "bind. no new claims to deallocate, preemption: 0/1 nodes are available: "
+                                "1 Preemption is not helpful for scheduling."), c
         names = sorted(claim_of(env, f"data-web-{i}")["spec"].get("volumeName", "") for i in range(3))
         assert names == ["", "pv-a", "pv-b"], names
 

@@ -385,7 +385,7 @@ def test_diagnosis_message_with_a_post_filter_message() -> None:
     d = Diagnosis(num_all_nodes=2, reasons={"Insufficient cpu": 2},
                   post_filter_msg="preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
     assert d.message() == ("0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: "
-                           "2 No preemption victims found for incoming pod..")
+                           "2 No preemption victims found for incoming pod.")
 
 
 # ---------------------------------------------------------------------------- errors

@@ -149,8 +149,9 @@ def test_a_full_node_keeps_the_pod_waiting_with_the_run_and_the_node_named() -> 
     nodes, msg = c.cycle(make_pod("t2"))
     assert nodes == []
     assert msg == (f"0/3 nodes are available: 1 Insufficient cpu, 2 {ERR_OTHER_NODE}. "
-                   f"PipelineRun ns/run-1 holds node n-0: Insufficient cpu, preemption: 0/3 nodes are available: "
-                   f"1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling..")
+                   f"PipelineRun ns/run-1 holds node n-0: Insufficient cpu, no new claims to deallocate, preemption: "
+                   f"0/3 nodes are available: "
+                   f"1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.")
     assert c.fw.filter_plugins[0] is c.plugin
 
 

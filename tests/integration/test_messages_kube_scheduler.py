@@ -1,0 +1,127 @@
+"""tandem's FailedScheduling message is kube-scheduler 1.36's, word for word, on one real kube-apiserver.
+
+Users read why a pod waits in its PodScheduled condition and its FailedScheduling events, and compare it with
+what kube-scheduler says. Here both run side by side against the same real kube-apiserver and the same three
+nodes: kube-scheduler (the binary ``KUBEBUILDER_ASSETS`` holds, ``../shared/realk8s/up.sh --assets``) with its
+default profile as ``default-scheduler``, tandem with its own. For each shape of pod that fits nowhere, one copy
+goes to each, and their condition messages must be equal. kube-scheduler 1.36 runs DynamicResources' PostFilter
+before DefaultPreemption, so every such message carries ``no new claims to deallocate``; and the preemption part
+ends with its own period, not two.
+
+Skipped, saying why, without ``KUBEBUILDER_ASSETS`` or without a kube-scheduler binary in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+import subprocess
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from scheduler.app import App
+from tests.integration.test_scheduler import SCHED, config, eventually, scheduled_condition
+from tests.support import envtest
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+NS = "messages"
+
+
+def _kube_scheduler() -> Path | None:
+    folder = envtest.assets_dir()
+    binary = folder / "kube-scheduler" if folder is not None else None
+    return binary if binary is not None and os.access(binary, os.X_OK) else None
+
+
+class Cluster:
+    def __init__(self, server: envtest.RealAPIServer, session: aiohttp.ClientSession) -> None:
+        self.server, self.session = server, session
+
+    async def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        async with self.session.request(method, self.server.base_url + path, data=data,
+                                        headers={"Content-Type": "application/json"}) as r:
+            out = await r.json(content_type=None)
+            assert r.status < 300, f"{method} {path}: HTTP {r.status}: {out}"
+            return out
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Cluster]:
+    if envtest.skip_reason() is not None:
+        pytest.skip(envtest.skip_reason())
+    binary = _kube_scheduler()
+    if binary is None:
+        pytest.skip("KUBEBUILDER_ASSETS has no kube-scheduler binary (../shared/realk8s/up.sh --assets prints one)")
+    tmp = tmp_path_factory.mktemp("messages")
+    async with envtest.real_apiserver(tmp) as server:
+        ctx = ssl.create_default_context(cafile=str(server.ca_file)) if server.ca_file else False
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {server.token}"},
+                                         timeout=aiohttp.ClientTimeout(total=30),
+                                         connector=aiohttp.TCPConnector(ssl=ctx)) as session:
+            c = Cluster(server, session)
+            await c.call("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
+            for i in range(3):
+                capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+                await c.call("POST", "/api/v1/nodes", {
+                    "apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+                    "status": {"capacity": capacity, "allocatable": capacity,
+                               "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+            await c.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
+                "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "never"},
+                "value": 10, "preemptionPolicy": "Never"})
+            cfg = tmp / "kube-scheduler.yaml"
+            cfg.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                           f"clientConnection: {{kubeconfig: \"{server.kubeconfig}\"}}\n"
+                           "leaderElection: {leaderElect: false}\nprofiles: [{schedulerName: default-scheduler}]\n")
+            log = open(tmp / "kube-scheduler.log", "wb")
+            proc = subprocess.Popen([str(binary), f"--config={cfg}", "--secure-port=0"], stdout=log,
+                                    stderr=subprocess.STDOUT)
+            try:
+                async with App(config(), kubeconfig=str(server.kubeconfig)):
+                    yield c
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                log.close()
+
+
+SHAPES = {
+    "too-big": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"requests": {"cpu": "8"}}}]},
+    "no-node-matches": {"nodeSelector": {"disk": "ssd"},
+                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    "never-preempts": {"priorityClassName": "never",
+                       "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                       "resources": {"requests": {"cpu": "8"}}}]},
+}
+
+
+async def waiting_message(c: Cluster, name: str) -> str:
+    async def cond() -> str:
+        cond_ = scheduled_condition(await c.call("GET", f"/api/v1/namespaces/{NS}/pods/{name}"))
+        return cond_.get("message", "") if cond_.get("reason") == "Unschedulable" else ""
+    return await eventually(cond, 30, f"{name} to wait")
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+async def test_the_message_of_a_pod_that_fits_nowhere_is_kube_schedulers(cluster: Cluster, shape: str) -> None:
+    for scheduler, name in (("default-scheduler", f"{shape}-upstream"), (SCHED, f"{shape}-tandem")):
+        await cluster.call("POST", f"/api/v1/namespaces/{NS}/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulerName": scheduler, **SHAPES[shape]}})
+    upstream, ours = await asyncio.gather(waiting_message(cluster, f"{shape}-upstream"),
+                                          waiting_message(cluster, f"{shape}-tandem"))
+    assert "no new claims to deallocate, preemption: " in upstream and not upstream.endswith(".."), upstream
+    assert ours == upstream
