@@ -8,10 +8,11 @@ tandem's PV index and assume cache (scheduler/state/volumes.py, through ``handle
   and unbound immediate (``pod has unbound immediate PersistentVolumeClaims``: the PV controller binds
   those, a claim only pre-bound included). A generic ephemeral volume's claim is ``<pod>-<volume>``. A
   missing claim, a lost one, one being deleted, or an ephemeral one not created for this pod is
-  UnschedulableAndUnresolvable with upstream's words. As upstream (GetEligibleNodes), bound claims
-  whose volumes are pinned by hostname (``kubernetes.io/hostname In`` in their node affinity) narrow the
-  nodes to those hostnames (a PreFilterResult): the nodes outside count as "didn't satisfy plugin(s)
-  [VolumeBinding]" in the message, and preemption does not try them.
+  UnschedulableAndUnresolvable with upstream's words. It returns no PreFilterResult, as kube-scheduler
+  1.36.2 does not narrow the nodes for a bound volume pinned by hostname either (seen on a real control
+  plane: a pod whose local volume is on a full node reads "3 Insufficient cpu" on 3 nodes, not "2
+  node(s) didn't satisfy plugin(s) [VolumeBinding]"; tests/integration/test_messages_kube_scheduler.py).
+  Older releases' binder had GetEligibleNodes for that.
 * **Filter** (FindPodVolumes) answers for all rows at once, with upstream's four reasons, all
   UnschedulableAndUnresolvable: a bound claim's volume whose node affinity rejects the node (``node(s)
   didn't match PersistentVolume's node affinity``) or that does not exist (``node(s) unavailable due to
@@ -47,8 +48,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scheduler.framework import (
-    ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, CycleState, FilterResult, PreFilterResult,
-    QueueingHint, Rejection, Resource, Status, register,
+    ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, CycleState, FilterResult, QueueingHint,
+    Rejection, Resource, Status, register,
 )
 from scheduler.model import (
     ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, BINDING_WAIT_FOR_FIRST_CONSUMER, NOT_SUPPORTED_PROVISIONER, ClaimRef,
@@ -164,29 +165,21 @@ class VolumeBinding:
 
     # ------------------------------------------------------------------ PreFilter
 
-    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeTable) -> tuple[PreFilterResult | None, Status]:
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: NodeTable) -> tuple[None, Status]:
         if not pod.pvcs:
             return None, _SKIP
         st, claims = self._claims(pod)
         if not st.is_success():
             return None, st
         state.write(STATE_KEY, claims)   # Reserve reads it too
-        if not claims.bound:
-            return None, _OK
-        vols = self.handle.volumes
-        eligible: frozenset[str] | None = None
-        anywhere = True
-        for c in claims.bound:
-            pv = vols.volume(c.volume_name)
-            if pv is None:   # GetEligibleNodes: an error, so no narrowing (Filter finds the volume missing)
-                return None, _OK
-            if pv.node_affinity_terms is not None:
-                anywhere = False
-            if pv.local_node_names:
-                eligible = pv.local_node_names if eligible is None else eligible & pv.local_node_names
-        if anywhere and not claims.delayed:
+        if not claims.delayed:
+            vols = self.handle.volumes
+            for c in claims.bound:
+                pv = vols.volume(c.volume_name)
+                if pv is None or pv.node_affinity_terms is not None:
+                    return None, _OK
             return None, _SKIP   # every claim bound to a volume usable from any node: nothing to filter
-        return (None if eligible is None else PreFilterResult(eligible)), _OK
+        return None, _OK
 
     def _claims(self, pod: Pod) -> tuple[Status, _Claims]:
         """podHasPVCs and GetPodVolumeClaims: the first claim problem (in volume order), or the claims sorted."""

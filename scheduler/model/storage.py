@@ -20,7 +20,6 @@ VOLUME_AVAILABLE = "Available"
 FILESYSTEM = "Filesystem"
 BINDING_IMMEDIATE = "Immediate"
 BINDING_WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
-HOSTNAME_LABEL = "kubernetes.io/hostname"                          # v1.LabelHostname
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +83,6 @@ class PersistentVolume:
     csi_driver: str = ""
     csi_handle: str = ""
     in_tree: tuple[str, str] | None = None
-    # util.GetLocalPersistentVolumeNodeNames: the hostnames its node affinity's terms name with
-    # "kubernetes.io/hostname In" (a term's such expressions intersected, the terms united); () when none
-    local_node_names: frozenset[str] = frozenset()
     capacity: int = 0                       # spec.capacity.storage, bytes
     storage_class: str = ""                 # the beta annotation, else spec.storageClassName (GetPersistentVolumeClass)
     access_modes: tuple[str, ...] = ()
@@ -199,7 +195,6 @@ def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
         name=str(meta.get("name", "")), uid=str(meta.get("uid", "")),
         resource_version=str(meta.get("resourceVersion", "")),
         node_affinity_terms=(tuple(_l(terms)) if required is not None else None),
-        local_node_names=_local_node_names(terms) if required is not None else frozenset(),
         phase=status.get("phase") if isinstance(status.get("phase"), str) else "",
         topologies=tuple(topologies), capacity=_bytes(_d(spec.get("capacity")).get("storage")),
         storage_class=cls if isinstance(cls, str) else "",
@@ -209,19 +204,6 @@ def parse_pv(obj: dict[str, Any]) -> PersistentVolume:
         bound_by_controller=ANN_BOUND_BY_CONTROLLER in ann, raw=obj,
         csi_driver=str(csi.get("driver") or ""), csi_handle=str(csi.get("volumeHandle") or ""),
         in_tree=None if csi else in_tree_volume(spec, zone if isinstance(zone, str) else ""))
-
-
-def _local_node_names(terms: Any) -> frozenset[str]:
-    """GetLocalPersistentVolumeNodeNames over raw nodeSelectorTerms."""
-    out: set[str] = set()
-    for term in map(_d, _l(terms)):
-        nodes: set[str] | None = None
-        for expr in map(_d, _l(term.get("matchExpressions"))):
-            if expr.get("key") == HOSTNAME_LABEL and expr.get("operator") == "In":
-                values = {v for v in _l(expr.get("values")) if isinstance(v, str)}
-                nodes = values if nodes is None else nodes & values
-        out |= nodes or set()
-    return frozenset(out)
 
 
 def _label_zones(value: str) -> frozenset[str]:
