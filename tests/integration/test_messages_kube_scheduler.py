@@ -5,8 +5,8 @@ what kube-scheduler says. Here both run side by side against the same real kube-
 nodes: kube-scheduler (the binary ``KUBEBUILDER_ASSETS`` holds, ``../shared/realk8s/up.sh --assets``) with its
 default profile as ``default-scheduler``, tandem with its own. For each shape of pod that fits nowhere, one copy
 goes to each, and their condition messages must be equal. kube-scheduler 1.36 runs DynamicResources' PostFilter
-before DefaultPreemption, so every such message carries ``no new claims to deallocate``; and the preemption part
-ends with its own period, not two.
+before DefaultPreemption, so every such message carries ``no new claims to deallocate``; the preemption part
+ends with its own period, not two; and a bound local volume does not narrow the nodes counted.
 
 Skipped, saying why, without ``KUBEBUILDER_ASSETS`` or without a kube-scheduler binary in it.
 """
@@ -75,6 +75,20 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
                     "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
                     "status": {"capacity": capacity, "allocatable": capacity,
                                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+            # a local volume on node-0 and a claim bound to it (written as the PV controller leaves them; this
+            # server runs none): VolumeBinding reads the claim as bound and checks the volume's node affinity
+            await c.call("POST", "/api/v1/persistentvolumes", {
+                "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "local-0"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt"},
+                         "persistentVolumeReclaimPolicy": "Retain",
+                         "claimRef": {"namespace": NS, "name": "data"},
+                         "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                             {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-0"]}]}]}}}})
+            await c.call("POST", f"/api/v1/namespaces/{NS}/persistentvolumeclaims", {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": "local-0",
+                         "resources": {"requests": {"storage": "1Gi"}}}})
             await c.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "never"},
                 "value": 10, "preemptionPolicy": "Never"})
@@ -102,6 +116,10 @@ SHAPES = {
                                 "resources": {"requests": {"cpu": "8"}}}]},
     "no-node-matches": {"nodeSelector": {"disk": "ssd"},
                         "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    # kube-scheduler 1.36 does not narrow the nodes to the volume's (no PreFilterResult): "3 Insufficient cpu"
+    "local-volume-on-a-full-node": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}],
+                                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                                    "resources": {"requests": {"cpu": "8"}}}]},
     "never-preempts": {"priorityClassName": "never",
                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                        "resources": {"requests": {"cpu": "8"}}}]},
