@@ -1,9 +1,10 @@
 """TaintToleration: keep pods off nodes whose taints they do not tolerate.
 
 Filter rejects a node with a NoSchedule or NoExecute taint the pod does not
-tolerate, with upstream's reason naming the node's *first* such taint in
-``spec.taints`` order ("node(s) had untolerated taint {key: value}"), so
-nodes with different offending taints are counted under different reasons.
+tolerate, UnschedulableAndUnresolvable, with kube-scheduler 1.36's reason,
+which names no taint: "node(s) had untolerated taint(s)" (older releases
+named the node's first such taint, "{key: value}"; 1.36.2, seen side by
+side on a real control plane, does not).
 Score counts the PreferNoSchedule taints the pod does not tolerate, and
 NormalizeScore reverses it: fewer intolerable taints score higher.
 
@@ -29,9 +30,9 @@ from scheduler.framework import (
     Resource, Status, register,
 )
 from scheduler.framework.taints import (
-    PREFER_NO_SCHEDULE, TaintColumns, count_of, find_untolerated, first_untolerated,
+    PREFER_NO_SCHEDULE, TaintColumns, any_of, count_of, find_untolerated,
 )
-from scheduler.model import Node, Pod, Taint, Toleration
+from scheduler.model import Node, Pod, Toleration
 
 if TYPE_CHECKING:
     from scheduler.framework.nodetable import NodeTable
@@ -43,8 +44,7 @@ _OK = Status()
 _MISSING = object()
 
 
-def untolerated_reason(taint: Taint) -> str:
-    return f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"
+ERR_REASON_UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
 @register
@@ -77,19 +77,10 @@ class TaintToleration:
         cols = self._cols.untolerated_hard(pod.tolerations, taint_list)
         if len(cols) == 0:
             return FilterResult.all_pass(k)
-        bad, first = first_untolerated(nodes.taints, nodes.taint_rank, rows, cols)
+        bad = any_of(nodes.taints, rows, cols)
         if not bad.any():
             return FilterResult.all_pass(k)
-        bad_idx = np.flatnonzero(bad)
-        by_reason: dict[str, np.ndarray] = {}
-        for u in np.unique(first).tolist():  # distinct offending taints, not nodes
-            reason = untolerated_reason(taint_list[int(cols[u])])
-            mask = by_reason.get(reason)
-            if mask is None:  # taints differing only in effect read the same
-                mask = by_reason[reason] = np.zeros(k, dtype=bool)
-            mask[bad_idx[first == u]] = True
-        return FilterResult(~bad, [Rejection(reason, mask, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
-                                   for reason, mask in by_reason.items()])
+        return FilterResult(~bad, [Rejection(ERR_REASON_UNTOLERATED, bad, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)])
 
     # ------------------------------------------------------------------ scoring
 

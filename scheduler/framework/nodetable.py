@@ -13,8 +13,6 @@ vectorized"):
 * ``label(key)``: int32[rows] of interned values (0 = the node lacks the
   key), with ``label_id(key, value)`` to compare against;
 * ``taints``: bool[rows, T] over the distinct taints in the cluster;
-  ``taint_rank``: int16[rows, T], 1 + the taint's position in the node's
-  spec.taints (0 = absent), for upstream's "first untolerated taint";
 * ``image_size(name)``: int64[rows] bytes of that image on each node;
 * ``port_use(proto, port)``: int32[rows] pods using that host port (any
   host IP); ``port_use_on(ip, proto, port)``: the same for one host IP.
@@ -63,7 +61,6 @@ class NodeTable:
         self.taint_list: list[Taint] = []
         self.taint_ids: dict[Taint, int] = {}
         self.taints = np.zeros((capacity, 0), dtype=bool)
-        self.taint_rank = np.zeros((capacity, 0), dtype=np.int16)
         self._images: dict[str, np.ndarray] = {}
         self._features: dict[str, np.ndarray] = {}   # declared feature -> bool[cap]: the node declares it
         self._ports: dict[tuple[str, int], np.ndarray] = {}
@@ -87,7 +84,6 @@ class NodeTable:
         self.nonzero = grow(self.nonzero)
         self.unschedulable = grow(self.unschedulable)
         self.taints = grow(self.taints)
-        self.taint_rank = grow(self.taint_rank)
         self._labels = {k: grow(v) for k, v in self._labels.items()}
         self._images = {k: grow(v) for k, v in self._images.items()}
         self._features = {k: grow(v) for k, v in self._features.items()}
@@ -160,7 +156,6 @@ class NodeTable:
             self.taint_list.append(taint)
             self.taint_ids[taint] = tid
             self.taints = np.hstack([self.taints, np.zeros((self.cap, 1), dtype=bool)])
-            self.taint_rank = np.hstack([self.taint_rank, np.zeros((self.cap, 1), dtype=np.int16)])
         return tid
 
     def _intern(self, key: str, value: str) -> int:
@@ -221,11 +216,9 @@ class NodeTable:
                 self._labels[k][row] = vid
         if old is None or old.taints != node.taints:
             self.taints[row] = False
-            self.taint_rank[row] = 0
-            for pos, t in enumerate(node.taints):
+            for t in node.taints:
                 col = self.taint_column(t)  # first: a new taint widens self.taints
                 self.taints[row, col] = True
-                self.taint_rank[row, col] = pos + 1
         if old is None or old.images != node.images:
             for col in self._images.values():
                 col[row] = 0
@@ -259,7 +252,6 @@ class NodeTable:
         for col in self._labels.values():
             col[row] = 0
         self.taints[row] = False
-        self.taint_rank[row] = 0
         for col in self._images.values():
             col[row] = 0
         for col in self._features.values():

@@ -1,7 +1,7 @@
 """Taints and tolerations over the node table's taint columns.
 
 The node table holds the cluster's distinct taints as columns (``taints``
-bool[cap, T], ``taint_rank`` int16[cap, T] for spec order), so a pod's
+bool[cap, T]), so a pod's
 tolerations are matched once per distinct taint (memoized per toleration set
 in :class:`TaintColumns`) and the per-node work is a gather over
 ``taints[rows, cols]``. TaintToleration filters and scores with it;
@@ -125,32 +125,6 @@ def count_of(taints: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarr
     for c in cols.tolist():
         out += taints[:, c].take(rows)
     return out
-
-
-def first_untolerated(taints: np.ndarray, rank: np.ndarray, rows: np.ndarray, cols: np.ndarray,
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows that carry any of ``cols``, and for each the column of its first such taint in spec order.
-
-    ``taints`` bool[cap, T], ``rank`` int16[cap, T] (1 + position, 0 = absent),
-    ``rows`` int64[k], ``cols`` int64[U] -> (bad bool[k], first int64[nbad] indexing ``cols``).
-    """
-    bad = any_of(taints, rows, cols)
-    nbad = int(np.count_nonzero(bad))
-    if nbad == 0 or len(cols) == 1:
-        return bad, np.zeros(nbad, dtype=np.int64)
-    bad_rows = rows[bad]
-    if len(cols) > _PER_COLUMN_MAX:
-        r = rank[np.ix_(bad_rows, cols)].astype(np.int32)
-        r[r == 0] = np.iinfo(np.int32).max
-        return bad, r.argmin(axis=1)
-    best = np.full(nbad, np.iinfo(np.int16).max, dtype=np.int16)
-    first = np.zeros(nbad, dtype=np.int64)
-    for j, c in enumerate(cols.tolist()):
-        v = rank[:, c].take(bad_rows)
-        better = (v != 0) & (v < best)  # a node lists each taint once, so there are no ties
-        best[better] = v[better]
-        first[better] = j
-    return bad, first
 
 
 def untolerated(nodes: NodeTable, rows: np.ndarray, tolerations: tuple[Toleration, ...],

@@ -38,7 +38,7 @@ CLAIMS = {                       # claim -> (class, status, where its volume is)
     "data-pg-1": ("local-storage", "Bound", "hostname=large-c"),
     "data-cache-0": ("zonal", "Bound", "zone=zone-a"),
 }
-FIT_ERROR = ("0/6 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+FIT_ERROR = ("0/6 nodes are available: 1 node(s) had untolerated taint(s), "
              "1 node(s) were unschedulable, 4 Insufficient cpu.")
 
 

@@ -68,11 +68,12 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
                                          connector=aiohttp.TCPConnector(ssl=ctx)) as session:
             c = Cluster(server, session)
             await c.call("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
-            for i in range(3):
+            for i in range(4):   # node-3 is tainted
                 capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
                 await c.call("POST", "/api/v1/nodes", {
                     "apiVersion": "v1", "kind": "Node",
                     "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
+                    "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}] if i == 3 else []},
                     "status": {"capacity": capacity, "allocatable": capacity,
                                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
             # a local volume on node-0 and a claim bound to it (written as the PV controller leaves them; this
@@ -111,7 +112,16 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
                 log.close()
 
 
+PAUSE = [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]
 SHAPES = {
+    "affinity-to-nobody": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "nobody"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+        "containers": PAUSE},
+    "spread-on-a-missing-key": {"labels": {"app": "s"}, "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "example.com/rack", "whenUnsatisfiable": "DoNotSchedule",
+         "labelSelector": {"matchLabels": {"app": "s"}}}], "containers": PAUSE},
+    "gpu": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                            "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
     "too-big": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                 "resources": {"requests": {"cpu": "8"}}}]},
     "no-node-matches": {"nodeSelector": {"disk": "ssd"},
@@ -139,9 +149,11 @@ async def waiting_message(c: Cluster, name: str) -> str:
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 async def test_the_message_of_a_pod_that_fits_nowhere_is_kube_schedulers(cluster: Cluster, shape: str) -> None:
     for scheduler, name in (("default-scheduler", f"{shape}-upstream"), (SCHED, f"{shape}-tandem")):
+        spec = dict(SHAPES[shape])
+        labels = spec.pop("labels", {})
         await cluster.call("POST", f"/api/v1/namespaces/{NS}/pods", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {"schedulerName": scheduler, **SHAPES[shape]}})
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"schedulerName": scheduler, **spec}})
     upstream, ours = await asyncio.gather(waiting_message(cluster, f"{shape}-upstream"),
                                           waiting_message(cluster, f"{shape}-tandem"))
     if shape == "missing-claim":
@@ -149,8 +161,8 @@ async def test_the_message_of_a_pod_that_fits_nowhere_is_kube_schedulers(cluster
         # DynamicResources PostFilter then finds no state of its own PreFilter (which never ran: VolumeBinding's
         # came first and refused) and returns that lookup's error, "not found", which ends up in the message.
         # tandem runs no PostFilter after a PreFilter refusal, so its message stops at the claim's problem.
-        assert upstream == '0/3 nodes are available: persistentvolumeclaim "nowhere" not found. not found'
-        assert ours == '0/3 nodes are available: persistentvolumeclaim "nowhere" not found.'
+        assert upstream == '0/4 nodes are available: persistentvolumeclaim "nowhere" not found. not found'
+        assert ours == '0/4 nodes are available: persistentvolumeclaim "nowhere" not found.'
         return
     assert "no new claims to deallocate, preemption: " in upstream and not upstream.endswith(".."), upstream
     assert ours == upstream

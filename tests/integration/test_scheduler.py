@@ -336,7 +336,7 @@ async def test_placement_respects_taints_node_selectors_and_required_affinity(tm
 
         c = await unschedulable(env, "intruder")
         assert c["reason"] == "Unschedulable"
-        assert c["message"] == ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, "
+        assert c["message"] == ("0/3 nodes are available: 1 node(s) had untolerated taint(s), "
                                 "2 node(s) didn't match Pod's node affinity/selector. "
                                 "no new claims to deallocate, preemption: 0/3 nodes are "
                                 "available: 3 Preemption is not helpful for scheduling."), c["message"]

@@ -106,14 +106,16 @@ def test_update_node_rewrites_its_columns() -> None:
     assert valid_names(c) == ["a", "b"], "an update does not add a row"
 
 
-def test_taint_rank_is_the_position_in_spec_taints() -> None:
+def test_a_nodes_taints_are_its_row_in_the_taint_columns() -> None:
     c = Cache()
     c.add_node(node("a", taints=[{"key": "x", "effect": "NoSchedule"}, {"key": "y", "effect": "PreferNoSchedule"}]))
     c.add_node(node("b", taints=[{"key": "y", "effect": "PreferNoSchedule"}]))
     t = c.nodes
     x, y = t.taint_ids[Taint("x")], t.taint_ids[Taint("y", "", "PreferNoSchedule")]
-    assert (t.taint_rank[t.row("a"), x], t.taint_rank[t.row("a"), y]) == (1, 2)
-    assert (t.taint_rank[t.row("b"), x], t.taint_rank[t.row("b"), y]) == (0, 1)
+    assert (t.taints[t.row("a"), x], t.taints[t.row("a"), y]) == (True, True)
+    assert (t.taints[t.row("b"), x], t.taints[t.row("b"), y]) == (False, True)
+    c.update_node(node("a", taints=[{"key": "y", "effect": "PreferNoSchedule"}]))
+    assert (t.taints[t.row("a"), x], t.taints[t.row("a"), y]) == (False, True), "an update rewrites the row"
 
 
 def test_rows_is_cached_until_the_set_of_nodes_changes() -> None:
@@ -320,7 +322,7 @@ def test_the_table_grows_past_its_initial_capacity() -> None:
     assert t.taints[r0, t.taint_ids[Taint("t")]] and t.image_size("img")[r0] == 5
     assert t.port_use("TCP", 7000)[r0] == 1 and len(t.port_use("TCP", 7000)) == t.cap
     assert requested(c, "n0") == (1000, Gi, 1) and requested(c, f"n{n - 1}") == (2000, Gi, 1)
-    assert all(len(col) == t.cap for col in (t.alloc, t.requested, t.nonzero, t.unschedulable, t.taints, t.taint_rank))
+    assert all(len(col) == t.cap for col in (t.alloc, t.requested, t.nonzero, t.unschedulable, t.taints))
 
 
 def test_extended_resources_add_columns_without_losing_data() -> None:

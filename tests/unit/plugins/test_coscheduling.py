@@ -509,9 +509,9 @@ def test_a_failure_before_post_filter_rejects_the_waiting_members_too() -> None:
     env = Env()
     a, b, c = _gang(env, 3)
     wa = env.wait(a)
-    msg = env.plugin.gang_failed(b, Status(UU, "0/2 nodes are available: node(s) had untolerated taint {k: v}."))
+    msg = env.plugin.gang_failed(b, Status(UU, "0/2 nodes are available: node(s) had untolerated taint(s)."))
     assert msg == wa.rejection == ("PodGroup ns/g gets rejected due to Pod g-1 is unschedulable: 0/2 nodes are "
-                                   "available: node(s) had untolerated taint {k: v}.")
+                                   "available: node(s) had untolerated taint(s).")
 
 
 def test_post_filter_leaves_pods_without_a_group_alone() -> None:
