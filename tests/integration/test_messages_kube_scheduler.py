@@ -1,12 +1,14 @@
 """tandem's FailedScheduling message is kube-scheduler 1.36's, word for word, on one real kube-apiserver.
 
 Users read why a pod waits in its PodScheduled condition and its FailedScheduling events, and compare it with
-what kube-scheduler says. Here both run side by side against the same real kube-apiserver and the same three
-nodes: kube-scheduler (the binary ``KUBEBUILDER_ASSETS`` holds, ``../shared/realk8s/up.sh --assets``) with its
-default profile as ``default-scheduler``, tandem with its own. For each shape of pod that fits nowhere, one copy
+what kube-scheduler says. Here both run side by side against the same real kube-apiserver and the same five
+nodes (one tainted, one cordoned, three holding a pod on a host port): kube-scheduler (the binary
+``KUBEBUILDER_ASSETS`` holds, ``../shared/realk8s/up.sh --assets``) with its default profile as
+``default-scheduler``, tandem with its own. For each shape of pod that fits nowhere, one copy
 goes to each, and their condition messages must be equal. kube-scheduler 1.36 runs DynamicResources' PostFilter
 before DefaultPreemption, so every such message carries ``no new claims to deallocate``; the preemption part
-ends with its own period, not two; and a bound local volume does not narrow the nodes counted.
+ends with its own period, not two; a bound local volume does not narrow the nodes counted; and a taint is not
+named. A pod refused at PreFilter is the one known difference (see REFUSED_AT_PRE_FILTER).
 
 Skipped, saying why, without ``KUBEBUILDER_ASSETS`` or without a kube-scheduler binary in it.
 """
@@ -68,14 +70,22 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
                                          connector=aiohttp.TCPConnector(ssl=ctx)) as session:
             c = Cluster(server, session)
             await c.call("POST", "/api/v1/namespaces", {"metadata": {"name": NS}})
-            for i in range(4):   # node-3 is tainted
+            for i in range(5):   # node-3 is tainted, node-4 cordoned
                 capacity = {"cpu": "4", "memory": "8Gi", "pods": "110"}
                 await c.call("POST", "/api/v1/nodes", {
                     "apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}"}},
-                    "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}] if i == 3 else []},
+                    "metadata": {"name": f"node-{i}", "labels": {"kubernetes.io/hostname": f"node-{i}",
+                                                                 "topology.kubernetes.io/zone": "ab"[i % 2]}},
+                    "spec": {"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}] if i == 3 else [],
+                             "unschedulable": i == 4},
                     "status": {"capacity": capacity, "allocatable": capacity,
                                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}})
+            for i in range(3):   # a pod holding host port 8080 on nodes 0-2, placed there by nobody's scheduler
+                await c.call("POST", f"/api/v1/namespaces/{NS}/pods", {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"holder-{i}", "labels": {"app": "holder"}},
+                    "spec": {"nodeName": f"node-{i}", "containers": [
+                        {"name": "c", "image": "registry.k8s.io/pause:3.10",
+                         "ports": [{"containerPort": 8080, "hostPort": 8080}]}]}})
             # a local volume on node-0 and a claim bound to it (written as the PV controller leaves them; this
             # server runs none): VolumeBinding reads the claim as bound and checks the volume's node affinity
             await c.call("POST", "/api/v1/persistentvolumes", {
@@ -89,6 +99,10 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Clu
                 "apiVersion": "v1", "kind": "PersistentVolumeClaim",
                 "metadata": {"name": "data", "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
                 "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "", "volumeName": "local-0",
+                         "resources": {"requests": {"storage": "1Gi"}}}})
+            await c.call("POST", f"/api/v1/namespaces/{NS}/persistentvolumeclaims", {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "immediate"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
                          "resources": {"requests": {"storage": "1Gi"}}}})
             await c.call("POST", "/apis/scheduling.k8s.io/v1/priorityclasses", {
                 "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "never"},
@@ -120,6 +134,21 @@ SHAPES = {
     "spread-on-a-missing-key": {"labels": {"app": "s"}, "topologySpreadConstraints": [
         {"maxSkew": 1, "topologyKey": "example.com/rack", "whenUnsatisfiable": "DoNotSchedule",
          "labelSelector": {"matchLabels": {"app": "s"}}}], "containers": PAUSE},
+    "host-port": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                  "ports": [{"containerPort": 8080, "hostPort": 8080}],
+                                  "resources": {"requests": {"cpu": "5"}}}]},
+    "anti-affinity-to-the-holders": {"affinity": {"podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "holder"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10", "resources": {"requests": {"cpu": "5"}}}]},
+    "zone-affinity": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["c"]}]}]}}},
+        "containers": PAUSE},
+    "ephemeral-storage": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                          "resources": {"requests": {"ephemeral-storage": "1Gi"}}}]},
+    "unbound-immediate-claim": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "immediate"}}],
+                                "containers": PAUSE},
     "gpu": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                             "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "1"}}}]},
     "too-big": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
@@ -136,6 +165,12 @@ SHAPES = {
     "never-preempts": {"priorityClassName": "never",
                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                        "resources": {"requests": {"cpu": "8"}}}]},
+}
+
+
+REFUSED_AT_PRE_FILTER = {   # shape -> VolumeBinding's PreFilter message
+    "missing-claim": 'persistentvolumeclaim "nowhere" not found',
+    "unbound-immediate-claim": "pod has unbound immediate PersistentVolumeClaims",
 }
 
 
@@ -156,13 +191,13 @@ async def test_the_message_of_a_pod_that_fits_nowhere_is_kube_schedulers(cluster
             "spec": {"schedulerName": scheduler, **spec}})
     upstream, ours = await asyncio.gather(waiting_message(cluster, f"{shape}-upstream"),
                                           waiting_message(cluster, f"{shape}-tandem"))
-    if shape == "missing-claim":
+    if shape in REFUSED_AT_PRE_FILTER:
         # The one known difference. kube-scheduler runs PostFilter even after a PreFilter refused the pod; its
         # DynamicResources PostFilter then finds no state of its own PreFilter (which never ran: VolumeBinding's
         # came first and refused) and returns that lookup's error, "not found", which ends up in the message.
         # tandem runs no PostFilter after a PreFilter refusal, so its message stops at the claim's problem.
-        assert upstream == '0/4 nodes are available: persistentvolumeclaim "nowhere" not found. not found'
-        assert ours == '0/4 nodes are available: persistentvolumeclaim "nowhere" not found.'
+        assert upstream == f"0/5 nodes are available: {REFUSED_AT_PRE_FILTER[shape]}. not found"
+        assert ours == f"0/5 nodes are available: {REFUSED_AT_PRE_FILTER[shape]}."
         return
     assert "no new claims to deallocate, preemption: " in upstream and not upstream.endswith(".."), upstream
     assert ours == upstream
