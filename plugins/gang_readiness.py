@@ -32,7 +32,9 @@ recorded, and gangs held by ``blockAdmission`` are released
   Pending members are not deleted; they hold nothing.
 * the PodGroup gets PodsReady=False with reason PodsReadyTimeout and a
   message with the counts, ``status.requeueState`` {count, requeueAt}
-  (Kueue's field; it survives scheduler restarts) and a Warning
+  (Kueue's field; it survives scheduler restarts; a native v1alpha2
+  PodGroup, whose status has no such field, keeps the same JSON in its
+  annotation ``scheduling.tandem.dev/requeue-state``) and a Warning
   PodsReadyTimeout event (each evicted pod gets one too).
 * the gang is requeued after ``backoffBaseSeconds * 2^(n-1)`` seconds,
   capped at ``backoffMaxSeconds`` (n = evictions so far): until then its
@@ -46,7 +48,7 @@ recorded, and gangs held by ``blockAdmission`` are released
   starts over.
 
 Restarts. The eviction count, the end of a backoff and a failure are read
-back from the PodGroup's status, so a restarted scheduler holds and fails
+back from the PodGroup (its status, or that annotation), so a restarted scheduler holds and fails
 the same gangs. A round that was waiting for Ready when the scheduler
 stopped starts its clock again (a gang may get a little longer, never less).
 
@@ -79,6 +81,7 @@ opted in, or delete a pod whose uid changed (a successor of the same name).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -102,6 +105,9 @@ NAME = "GangReadiness"
 
 OPT_IN_ANNOTATION = "scheduling.tandem.dev/wait-for-pods-ready"
 TIMEOUT_ANNOTATION = "scheduling.tandem.dev/pods-ready-timeout-seconds"
+# the native PodGroup's status has no requeueState (nor phase: the API drops both, with a warning): the
+# requeue state is kept here instead, as the same JSON, so that a restarted scheduler reads it back
+REQUEUE_ANNOTATION = "scheduling.tandem.dev/requeue-state"
 
 # the PodsReady condition's reasons (Kueue's)
 WAIT_FOR_START = "WaitForStart"
@@ -224,7 +230,7 @@ class GangReadiness:
     def _restore(self, uid: str, pg: PodGroup) -> _Gang:
         status = pg.status
         st = _Gang(uid)
-        rq = status.get("requeueState") or {}
+        rq = _requeue_state(pg)
         count = rq.get("count")
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             st.evictions = count
@@ -502,9 +508,14 @@ class GangReadiness:
                 # a merge patch replaces the whole list: keep the other conditions as the API has them
                 others = [c for c in pg.status.get("conditions") or ()
                           if isinstance(c, dict) and c.get("type") != POD_GROUP_PODS_READY]
+                native = split_gang_key(key)[0]
                 try:
-                    await self.handle.client.patch(f"{pod_group_path(key)}/status",
-                                                   {"status": {"conditions": others + [cond], **extras}})
+                    if native and "requeueState" in extras:
+                        await self.handle.client.patch(pod_group_path(key), {"metadata": {"annotations": {
+                            REQUEUE_ANNOTATION: json.dumps(extras["requeueState"], separators=(",", ":"))}}})
+                    # the native API's status is its conditions (a Failed gang says so in PodsReady's reason)
+                    await self.handle.client.patch(f"{pod_group_path(key)}/status", {"status": {
+                        "conditions": others + [cond], **({} if native else extras)}})
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # noqa: BLE001 - already retried by the client
@@ -656,6 +667,23 @@ def _ready_count(pods: list[Pod]) -> int:
                     n += 1
                 break
     return n
+
+
+def _requeue_state(pg: PodGroup) -> dict[str, Any]:
+    """status.requeueState of a scheduler-plugins PodGroup; REQUEUE_ANNOTATION's JSON on a native one."""
+    rq = pg.status.get("requeueState")
+    if isinstance(rq, dict):
+        return rq
+    raw = pg.annotations.get(REQUEUE_ANNOTATION)
+    if raw:
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            log.warning("PodGroup %s/%s: annotation %s is not JSON; its requeue state starts over",
+                        pg.namespace, pg.name, REQUEUE_ANNOTATION)
+            return {}
+        return value if isinstance(value, dict) else {}
+    return {}
 
 
 def _pods_ready(status: dict[str, Any]) -> dict[str, Any] | None:

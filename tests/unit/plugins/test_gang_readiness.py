@@ -774,3 +774,32 @@ async def test_a_recreated_blocking_podgroup_stops_blocking() -> None:
     env.group("a", min_member=5, uid="a-again")    # deleted and created anew: its old round is over
     env.plugin.hold(env.handle.pods[env.names["a-0"]])
     assert env.held("b-0") == ""
+
+
+async def test_a_native_podgroups_requeue_state_is_kept_in_an_annotation_and_read_back_after_a_restart() -> None:
+    """A scheduling.k8s.io/v1alpha2 PodGroup's status has only conditions: the real 1.36 server drops
+    status.phase and status.requeueState (with a warning). So the requeue state goes to an annotation of the
+    object, as the same JSON, and a restarted scheduler reads it back from there."""
+    from plugins.gang_readiness import REQUEUE_ANNOTATION
+    from scheduler.model import NATIVE_KEY_PREFIX, parse_native_pod_group
+    env = Env(timeoutSeconds=10)
+    raw = {"metadata": {"name": "n", "namespace": NS, "uid": "pg-n", "generation": 1,
+                        "annotations": {OPT_IN_ANNOTATION: "true"}},
+           "spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}, "status": {}}
+    key = f"{NATIVE_KEY_PREFIX}{NS}/n"
+    env.cache.gangs.set_group(parse_native_pod_group(raw))
+    pg = env.handle.gangs.group(key)
+    assert pg is not None
+    state = {"count": 2, "requeueAt": "2024-05-01T10:00:30Z"}
+    env.plugin._set_condition(key, pg, "False", "PodsReadyTimeout", "x", {"requeueState": state})
+    await env.plugin.flush()
+    path = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups/n"
+    (ann_path, ann), (status_path, status) = [(p, b) for _, p, b in env.client.of("patch")]
+    assert (ann_path, ann) == (path, {"metadata": {"annotations": {
+        REQUEUE_ANNOTATION: '{"count":2,"requeueAt":"2024-05-01T10:00:30Z"}'}}})
+    assert status_path == path + "/status" and set(status["status"]) == {"conditions"}, "no CRD-only field"
+    raw["metadata"]["annotations"][REQUEUE_ANNOTATION] = ann["metadata"]["annotations"][REQUEUE_ANNOTATION]
+    env.cache.gangs.set_group(parse_native_pod_group(raw))
+    env.restart()
+    restored = env.plugin._gang(key, env.handle.gangs.group(key))
+    assert restored.evictions == 2 and restored.requeue_at_text == "2024-05-01T10:00:30Z"
