@@ -67,7 +67,6 @@ class DynamicResources:
             return None, _SKIP
         return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, refusal(pod.resource_claims))
 
-
     def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> tuple[None, Status]:
         return None, _NOTHING_TO_DEALLOCATE
 

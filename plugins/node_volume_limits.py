@@ -39,7 +39,7 @@ from scheduler.framework import (
     register,
 )
 from scheduler.model import (
-    MIGRATABLE_PLUGINS, CSINode, PersistentVolumeClaim, Pod, VolumeAttachment, in_tree_driver, volume_refs,
+    MIGRATABLE_PLUGINS, CSINode, PersistentVolumeClaim, Pod, VolumeAttachment, in_tree_driver,
 )
 
 if TYPE_CHECKING:
@@ -122,10 +122,11 @@ class NodeVolumeLimits:
             # nothing to count, or no CSINode limits these drivers anywhere: every node fits, as upstream's
             # Filter would find (CSINodes do not change within a cycle)
             return None, _SKIP
-        if not len(self.handle.nominations) and attach.fit_everywhere(counted):
+        if not len(self.handle.nominations) and attach.volumes_fit_everywhere(counted):
             # every node fits, and Filter need not run to find it (the common case: nodes with room for the
-            # pod's volumes even counted as new on each). Not while any pod is nominated: Filter would charge nominated pods'
-            # volumes to their nodes (RunFilterPluginsWithNominatedPods), and a skipped plugin is not asked.
+            # pod's volumes even counted as new on each). Not while any pod is nominated: Filter would charge
+            # nominated pods' volumes to their nodes (RunFilterPluginsWithNominatedPods), and a skipped plugin
+            # is not asked.
             # Preemption's dry runs only take pods away, or give back pods the counts held already, so a pod
             # that fits every node now fits in them too.
             return None, _SKIP
@@ -144,7 +145,7 @@ class NodeVolumeLimits:
         s: _State | None = state.get(STATE_KEY)
         if s is None:
             return Status(Code.ERROR, f'cannot read "{STATE_KEY}" from cycleState', plugin=NAME)
-        refs = volume_refs(other)   # the same references the cache counts placed pods by
+        refs = other.volume_refs   # the same references the cache counts placed pods by
         if refs:
             d = s.delta.setdefault(row, {})
             for ref in refs:

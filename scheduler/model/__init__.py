@@ -53,7 +53,7 @@ from scheduler.model.storage import (
     ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, ANN_STORAGE_CLASS, BINDING_IMMEDIATE, BINDING_WAIT_FOR_FIRST_CONSUMER, MULTI_ZONE_DELIMITER,
     NOT_SUPPORTED_PROVISIONER, PV_TOPOLOGY_LABELS, VOLUME_AVAILABLE, ClaimRef, CSIDriver, CSIStorageCapacity,
     PersistentVolume, PersistentVolumeClaim, StorageClass, parse_csi_driver, parse_csi_storage_capacity, parse_pv,
-    parse_pvc, parse_storage_class, pvc_volume_claim_keys, pvc_volume_claims, uses_pvc_volume_claim, volume_refs,
+    parse_pvc, parse_storage_class, pvc_volume_claim_keys, pvc_volume_claims, uses_pvc_volume_claim,
 )
 from scheduler.model.policy import (
     PodDisruptionBudget, parse_pdb,
@@ -81,5 +81,5 @@ __all__ = [
     "BINDING_WAIT_FOR_FIRST_CONSUMER", "MULTI_ZONE_DELIMITER", "PV_TOPOLOGY_LABELS", "PersistentVolume",
     "PersistentVolumeClaim", "StorageClass", "parse_pv", "parse_pvc", "parse_storage_class", "pvc_volume_claims", "pvc_volume_claim_keys",
     "uses_pvc_volume_claim", "IN_TREE_PLUGINS", "MIGRATED_PLUGINS_ANNOTATION", "CSINode", "VolumeAttachment",
-    "in_tree_driver", "parse_csinode", "parse_volume_attachment", "MIGRATABLE_PLUGINS", "volume_refs", "PodDisruptionBudget", "parse_pdb", "parse_time",
+    "in_tree_driver", "parse_csinode", "parse_volume_attachment", "MIGRATABLE_PLUGINS", "PodDisruptionBudget", "parse_pdb", "parse_time",
 ]

@@ -252,13 +252,6 @@ def uses_pvc_volume_claim(pod: Pod, claim: Any) -> bool:
         and claim.name in pvc_volume_claims(pod)
 
 
-def volume_refs(pod: Pod) -> tuple[tuple[str, ...], ...]:
-    """The volumes of ``pod`` NodeVolumeLimits may count, as references that stay valid while claims bind:
-    ("claim", "ns/name") for its claims (generic ephemeral ones included), ("inline", plugin, handle) for its
-    migratable inline volumes (``Pod.volume_refs``, derived when the pod is parsed)."""
-    return pod.volume_refs
-
-
 def pvc_volume_claim_keys(pod: Pod) -> tuple[str, ...]:
     """``pvc_volume_claims`` as the volume store's keys, "<namespace>/<claim>"."""
     if not pod.ephemeral_pvcs:

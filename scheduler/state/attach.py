@@ -131,7 +131,7 @@ class Attachments:
         least = self._least[c] = int(self._headroom[:, c].min()) if self._headroom.shape[0] else NO_LIMIT
         return need <= least
 
-    def fit_everywhere(self, volumes: list[Resolved]) -> bool:
+    def volumes_fit_everywhere(self, volumes: list[Resolved]) -> bool:
         """Does every node take ``volumes`` (a pod's, resolved, each of a driver some CSINode limits)? True only
         when that is sure without a look at rows: per driver, the kept lower bound of the nodes' headroom is at
         least the pod's count, each volume counted as new on every node. (One a pod on a node uses already is
@@ -466,8 +466,7 @@ class Attachments:
         """A StorageClass was added or deleted: recount the nodes of placed pods' claims of that class (rare)."""
         nodes: set[str] = set()
         for key, users in self._claim_index().items():
-            ns, _, claim = key.partition("/")
-            pvc = self._volumes.claim(ns, claim)
+            pvc = self._volumes.claim_by_key(key)
             if pvc is not None and pvc.storage_class == name:
                 nodes.update(users)
         for node in nodes:

@@ -787,14 +787,14 @@ def test_a_pods_claims_include_its_generic_ephemeral_volumes_claims() -> None:
 def test_a_pods_claim_keys_and_volume_references_are_derived_once_and_follow_a_replace() -> None:
     import dataclasses
 
-    from scheduler.model import pvc_volume_claim_keys, volume_refs
+    from scheduler.model import pvc_volume_claim_keys
     pod = parse_pod({"metadata": {"name": "web", "namespace": "ns"}, "spec": {"volumes": [
         {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
         {"name": "d", "persistentVolumeClaim": {"claimName": "data"}},
         {"name": "aws", "awsElasticBlockStore": {"volumeID": "vol-1"}}]}})
     assert pod.claim_keys == ("ns/web-scratch", "ns/data")
     assert pvc_volume_claim_keys(pod) == ("ns/data",), "VolumeZone's and VolumeRestrictions' claims: no ephemeral"
-    assert volume_refs(pod) == (("claim", "ns/web-scratch"), ("claim", "ns/data"), ("inline", "kubernetes.io/aws-ebs", "vol-1"))
+    assert pod.volume_refs == (("claim", "ns/web-scratch"), ("claim", "ns/data"), ("inline", "kubernetes.io/aws-ebs", "vol-1"))
     assert pod.disks == (("ebs\0vol-1", False, False),)
     moved = dataclasses.replace(pod, namespace="other")
     assert moved.claim_keys == ("other/web-scratch", "other/data")
