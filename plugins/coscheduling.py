@@ -79,7 +79,7 @@ from scheduler.framework import (
 )
 from scheduler.framework.clock import Timer
 from scheduler.model import (
-    CPU, PODS, Pod, PodGroup, QuantityError, canonical, could_run, gang_members_present, gang_waiting_message,
+    CPU, NATIVE_KEY_PREFIX, PODS, Pod, PodGroup, QuantityError, canonical, could_run, gang_members_present, gang_waiting_message,
     group_conflict, missing_group_message,
 )
 
@@ -485,6 +485,20 @@ class GangScheduling(_GangMechanism):
     """
 
     NAME = GANG_SCHEDULING
+
+    def gang_key(self, pod: Pod) -> str | None:
+        """Native groups always; scheduler-plugins' CRD groups only where the server serves the CRD.
+
+        GangScheduling is in the default profile: where the CRD is not installed, no PodGroup of it can ever
+        exist, and the label means what it means to kube-scheduler, nothing (the pod is scheduled alone).
+        Coscheduling, which a profile enables on purpose, holds such a pod naming the missing PodGroup.
+        """
+        key = pod.gang
+        if not key:
+            return None
+        if not self.handle.gangs.crd_served and not key.startswith(NATIVE_KEY_PREFIX):
+            return None
+        return key
 
 
 # ---------------------------------------------------------------------------- queueing hints

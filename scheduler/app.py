@@ -168,6 +168,7 @@ class App:
         # the two PodGroup APIs, each watched when the server serves it (discovery at start): scheduler-plugins'
         # CRD, and upstream's scheduling.k8s.io/v1alpha2 (1.36 serves it with the runtime-config and gates)
         served = [v for v in (PODGROUPS_GROUP_VERSION, NATIVE_POD_GROUP_API_VERSION) if await self._serves(v)]
+        sched.cache.gangs.crd_served = PODGROUPS_GROUP_VERSION in served
         for version in served:
             native = version == NATIVE_POD_GROUP_API_VERSION
             self.informers.append(Informer(
@@ -181,7 +182,8 @@ class App:
                                                           burst=self.podgroup_status_burst)
             sched.group_listeners.append(self.pod_group_controller.on_pod_change)
         if PODGROUPS_GROUP_VERSION not in served:
-            log.warning("the API server does not serve %s: its PodGroup gangs are off (apply manifests/crds)",
+            log.warning("the API server does not serve %s: its PodGroup gangs are off (apply manifests/crds); "
+                        "GangScheduling schedules pods labelled for them alone, Coscheduling holds them",
                         PODGROUPS_GROUP_VERSION)
         if NATIVE_POD_GROUP_API_VERSION not in served:
             log.info("the API server does not serve %s: native pod groups are off", NATIVE_POD_GROUP_API_VERSION)

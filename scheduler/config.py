@@ -29,12 +29,17 @@ Where tandem differs, on purpose:
 * tandem implements every plugin of kube-scheduler 1.36's default set. One it
   did not (none today) would be left out of the default set: disabling it would
   be fine; enabling it, or configuring its args, an error.
-* 1.36's gang plugins (GangScheduling, TopologyPlacementGenerator,
-  PodGroupPodsCount) and the placementGenerate / placementScore points are
-  accepted: GangScheduling is tandem's gang mechanism under upstream's name;
-  the other two name work tandem's group cycle does anyway, so they are
-  accepted and do nothing (plugins/topology_placement_generator.py). A
-  profile enables at most one gang plugin (Coscheduling or GangScheduling).
+* The default set is upstream's with its gang gates on (GenericWorkload,
+  GangScheduling, TopologyAwareWorkloadScheduling): 1.36's gang plugins
+  (GangScheduling, TopologyPlacementGenerator, PodGroupPodsCount) are
+  appended, as kube-scheduler appends them. GangScheduling is tandem's gang
+  mechanism under upstream's name; the other two name work tandem's group
+  cycle does anyway, so they implement no extension point
+  (plugins/topology_placement_generator.py). The placementGenerate /
+  placementScore points are accepted for them. A profile runs at most one gang
+  plugin: one that enables Coscheduling (scheduler-plugins' name for the same
+  mechanism, with its queue sort) gets it in place of the default set's
+  GangScheduling, and one that enables both by name is an error.
 * Scheduler extenders are not supported: a non-empty ``extenders`` is an
   error rather than silently ignored.
 * Explicit score weights must be 1..100 (0 means "unset" and becomes 1, as
@@ -93,6 +98,20 @@ UPSTREAM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
     # applyFeatureGates: NodeDeclaredFeatures (beta, on by default in 1.36) appends it
     ("NodeDeclaredFeatures", None),
 )
+
+# What kube-scheduler 1.36.2 appends to that list with the gates GenericWorkload, GangScheduling and
+# TopologyAwareWorkloadScheduling on (--write-config-to): its gang plugins. tandem's default set is upstream's
+# with these gates on, so native gangs (and scheduler-plugins' CRD gangs) are scheduled whole by default.
+UPSTREAM_GANG_PLUGINS: tuple[tuple[str, int | None], ...] = (
+    ("GangScheduling", None),
+    ("TopologyPlacementGenerator", None),
+    ("PodGroupPodsCount", 1),
+)
+DEFAULT_PLUGINS = UPSTREAM_DEFAULT_PLUGINS + UPSTREAM_GANG_PLUGINS
+
+# the gang plugins: a profile runs at most one, and one that enables Coscheduling gets it in place of the
+# default set's GangScheduling (the same mechanism with scheduler-plugins' queue sort)
+GANG_SCHEDULING, COSCHEDULING = "GangScheduling", "Coscheduling"
 
 # Plugins removed from the v1 API: naming one is an error there too.
 _REMOVED_PLUGINS = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
@@ -482,10 +501,14 @@ def _profile(doc: dict[str, Any], name: str, path: str) -> Profile:
     plugin_args = _plugin_config(doc.get("pluginConfig"), f"{path}.pluginConfig")
 
     custom = _object(doc.get("plugins"), f"{path}.plugins", _PLUGINS_FIELDS)
-    default_multi = _Set([_Entry(n, w, None) for n, w in UPSTREAM_DEFAULT_PLUGINS if n in REGISTRY], set())
-    sets = {point: _merge(_Set([], set()), _plugin_set(custom.get(point), f"{path}.plugins.{point}"))
-            for point in POINTS}
-    multi = _merge(default_multi, _plugin_set(custom.get(MULTI_POINT), f"{path}.plugins.{MULTI_POINT}"))
+    custom_sets = {point: _plugin_set(custom.get(point), f"{path}.plugins.{point}") for point in (*POINTS, MULTI_POINT)}
+    named = {e.name for enabled, _ in custom_sets.values() for e in enabled}
+    defaults = [(n, w) for n, w in DEFAULT_PLUGINS if n in REGISTRY]
+    if COSCHEDULING in named and GANG_SCHEDULING not in named:
+        defaults = [(n, w) for n, w in defaults if n != GANG_SCHEDULING]   # Coscheduling takes its place
+    default_multi = _Set([_Entry(n, w, None) for n, w in defaults], set())
+    sets = {point: _merge(_Set([], set()), custom_sets[point]) for point in POINTS}
+    multi = _merge(default_multi, custom_sets[MULTI_POINT])
 
     # pluginsNeeded: every enabled name must be a registered plugin.
     for s in (*sets.values(), multi):

@@ -23,12 +23,15 @@ class GangIndex:
     Upkeep is O(1) per pod event; readers get live views (never mutate them).
     """
 
-    __slots__ = ("groups", "members", "placed")
+    __slots__ = ("groups", "members", "placed", "crd_served")
 
     def __init__(self) -> None:
         self.groups: dict[str, PodGroup] = {}
         self.members: dict[str, set[str]] = {}
         self.placed: dict[str, dict[str, str]] = {}
+        # does the API server serve scheduler-plugins' PodGroup CRD? The App says so after discovery, before
+        # any pod arrives; until then (and in tests that build a scheduler alone) it is assumed served
+        self.crd_served = True
 
     def group(self, key: str) -> PodGroup | None:
         return self.groups.get(key)

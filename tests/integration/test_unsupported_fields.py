@@ -3,8 +3,9 @@
 Upstream 1.36's native gangs: a pod's ``spec.schedulingGroup.podGroupName``
 names a scheduling.k8s.io/v1alpha2 PodGroup, and kube-scheduler places its
 members together or not at all. tandem's gang plugin (Coscheduling, or
-GangScheduling as upstream names it) schedules them
-(tests/integration/test_gangs_native.py); a profile without one must keep
+GangScheduling as upstream names it, which the default profile runs) schedules
+them (tests/integration/test_gangs_native.py); a profile without one (one
+that disables GangScheduling) must keep
 such a pod Pending with a FailedScheduling that names the field, never
 place it alone (the check is in the core of the cycle, not in a plugin a
 profile could leave out). The refusal cannot change while the pod lives
@@ -46,10 +47,19 @@ async def assert_refused(env: Any, name: str, group: str, nodes: int) -> None:
     assert not env.node_of(name)
 
 
+NO_GANGS = {"plugins": {"multiPoint": {"disabled": [{"name": "GangScheduling"}]}}}
+
+
+def no_gangs() -> SchedulerConfig:
+    """The default profile with its gang plugin disabled (the default schedules native gangs: test_gangs_native.py)."""
+    return config(profiles=[{"schedulerName": "tandem-scheduler", **NO_GANGS}])
+
+
 def two_profiles() -> SchedulerConfig:
-    """The default profile, and one with every default plugin off but the queue sort and the binder."""
+    """The default profile without GangScheduling, and one with every default plugin off but the queue sort and
+    the binder."""
     return config(profiles=[
-        {"schedulerName": "tandem-scheduler"},
+        {"schedulerName": "tandem-scheduler", **NO_GANGS},
         {"schedulerName": "tandem-bare", "plugins": {"multiPoint": {
             "disabled": [{"name": "*"}], "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}]}}},
     ])
@@ -73,7 +83,7 @@ async def test_a_native_gang_of_six_with_room_for_four_gets_no_member_bound_with
     # two nodes with room for two 1-cpu members each (and the small control pod)
     nodes = [make_node(f"node-{i}", cpu="2200m") for i in range(2)]
     members = [f"member-{i}" for i in range(6)]
-    async with running(tmp_path, nodes, config()) as env:
+    async with running(tmp_path, nodes, no_gangs()) as env:
         for name in members:
             env.create_pod(native_member(name, "trainers", cpu="1"))
         env.create_pod(make_pod("control"))
@@ -96,7 +106,7 @@ async def test_a_native_gang_of_six_with_room_for_four_gets_no_member_bound_with
 
 
 async def test_the_refusal_waits_for_the_pods_own_update(tmp_path):
-    async with running(tmp_path, [make_node("node-0")]) as env:
+    async with running(tmp_path, [make_node("node-0")], no_gangs()) as env:
         env.create_pod(native_member("member", "trainers"))
         await assert_refused(env, "member", "trainers", nodes=1)
         uid = env.pod("member")["metadata"]["uid"]

@@ -13,14 +13,17 @@ import pytest
 import yaml
 
 from scheduler.config import (
-    API_VERSION, DEFAULT_SCHEDULER_NAME, KIND, UPSTREAM_DEFAULT_PLUGINS, LeaderElection, load_config, parse_config,
-    with_leader_election,
+    API_VERSION, DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, KIND, UPSTREAM_DEFAULT_PLUGINS, LeaderElection, load_config,
+    parse_config, with_leader_election,
 )
 from scheduler.framework import ConfigError
 from scheduler.framework.interface import CONFIG_POINTS, check_extension_points
 from scheduler.framework.registry import REGISTRY, load_builtin_plugins
 
 load_builtin_plugins()
+
+# the gates with which kube-scheduler 1.36 adds its gang plugins to the default set
+GANG_GATES = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true"
 
 
 # ---------------------------------------------------------------------------- test plugins
@@ -151,13 +154,14 @@ def test_no_file_gives_one_profile_named_tandem_scheduler() -> None:
 
 def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_order() -> None:
     p = load_config(None).profiles[0]
-    registered = [n for n, _ in UPSTREAM_DEFAULT_PLUGINS if n in REGISTRY]
+    registered = [n for n, _ in DEFAULT_PLUGINS if n in REGISTRY]
     for point in CONFIG_POINTS:
         assert p.plugins[point] == [n for n in registered if implements(n, point)], point
     assert p.plugins["queueSort"] == ["PrioritySort"]
     assert p.plugins["preEnqueue"][0] == "SchedulingGates"
     assert p.plugins["bind"] == ["DefaultBinder"]
-    assert [n for n, _ in UPSTREAM_DEFAULT_PLUGINS if n not in REGISTRY] == [], "every upstream default is here"
+    assert [n for n, _ in DEFAULT_PLUGINS if n not in REGISTRY] == [], "every upstream default is here"
+    assert p.plugins["permit"] == ["GangScheduling"], "gangs of both PodGroup APIs are scheduled by default"
     pre_filter = p.plugins["preFilter"]
     assert pre_filter[pre_filter.index("NodeResourcesFit") + 1:][:4] == ["VolumeRestrictions", "NodeVolumeLimits",
                                                                          "VolumeBinding", "VolumeZone"]
@@ -166,23 +170,28 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
 
 
 def test_the_upstream_default_plugins_are_what_kube_scheduler_1_36_writes(tmp_path: Path) -> None:
-    """kube-scheduler --write-config-to: its defaulted multiPoint list for a profile that sets no plugins."""
+    """kube-scheduler --write-config-to: its defaulted multiPoint list for a profile that sets no plugins, without
+    its gang gates and with them (tandem's default set is the latter)."""
     binary = Path(os.environ.get("KUBEBUILDER_ASSETS", "")) / "kube-scheduler"
     if not os.environ.get("KUBEBUILDER_ASSETS") or not binary.is_file():
         pytest.skip("KUBEBUILDER_ASSETS has no kube-scheduler binary (../shared/realk8s/up.sh --assets prints one)")
-    cfg, out = tmp_path / "in.yaml", tmp_path / "out.yaml"
+    cfg = tmp_path / "in.yaml"
     cfg.write_text(f"apiVersion: {API_VERSION}\nkind: {KIND}\nleaderElection: {{leaderElect: false}}\n")
-    # --master only satisfies the flag check; writing the configuration contacts no server
-    subprocess.run([str(binary), f"--config={cfg}", "--master=https://127.0.0.1:1", f"--write-config-to={out}"],
-                   check=True, capture_output=True, timeout=60)
-    (profile,) = yaml.safe_load(out.read_text())["profiles"]
-    written = tuple((e["name"], e.get("weight") or None) for e in profile["plugins"]["multiPoint"]["enabled"])
-    assert written == UPSTREAM_DEFAULT_PLUGINS
+    for gates, expected in (("", UPSTREAM_DEFAULT_PLUGINS), (GANG_GATES, DEFAULT_PLUGINS)):
+        out = tmp_path / f"out{len(gates)}.yaml"
+        # --master only satisfies the flag check; writing the configuration contacts no server, and
+        # --secure-port=0 binds no port (another process may hold 10259)
+        flags = [f"--feature-gates={gates}"] if gates else []
+        subprocess.run([str(binary), f"--config={cfg}", "--master=https://127.0.0.1:1", "--secure-port=0", *flags,
+                        f"--write-config-to={out}"], check=True, capture_output=True, timeout=60)
+        (profile,) = yaml.safe_load(out.read_text())["profiles"]
+        written = tuple((e["name"], e.get("weight") or None) for e in profile["plugins"]["multiPoint"]["enabled"])
+        assert written == expected, gates
 
 
 def test_default_profile_score_weights_are_upstreams() -> None:
     p = load_config(None).profiles[0]
-    expected = {n: w or 1 for n, w in UPSTREAM_DEFAULT_PLUGINS if n in REGISTRY and implements(n, "score")}
+    expected = {n: w or 1 for n, w in DEFAULT_PLUGINS if n in REGISTRY and implements(n, "score")}
     assert p.weights == expected
     for name, weight in (("TaintToleration", 3), ("NodeAffinity", 2), ("NodeResourcesFit", 1), ("InterPodAffinity", 2),
                          ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1)):
@@ -241,7 +250,7 @@ PLUGIN_CASES = [
         id="weight zero means unset and becomes one as upstream"),
     pytest.param(
         {"plugins": {"preEnqueue": {"disabled": [{"name": "SchedulingGates"}]}}},
-        {"preEnqueue": ["DefaultPreemption"], "queueSort": ["PrioritySort"]},
+        {"preEnqueue": ["DefaultPreemption", "GangScheduling"], "queueSort": ["PrioritySort"]},
         None,
         id="disabling a default plugin at its only point removes it"),
     pytest.param(

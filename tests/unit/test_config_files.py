@@ -121,7 +121,9 @@ def test_gang_file_is_the_default_profile_with_coscheduling_instead_of_priority_
         assert "Coscheduling" in g.plugins[point], point
     # everything else is the default profile, in the default order
     for point, names in d.plugins.items():
-        assert [n for n in g.plugins[point] if n != "Coscheduling"] == [n for n in names if n != "PrioritySort"], point
+        assert [n for n in g.plugins[point] if n != "Coscheduling"] == \
+            [n for n in names if n not in ("PrioritySort", "GangScheduling")], point
+    assert "GangScheduling" not in {n for names in g.plugins.values() for n in names}, "Coscheduling takes its place"
     assert g.weights == d.weights
     args = g.plugin_args["Coscheduling"]
     assert (args.permit_waiting_time_seconds, args.pod_group_backoff_seconds) == (60, 0)   # upstream's defaults
@@ -200,6 +202,5 @@ def test_native_gang_file_is_the_default_profile_with_gang_scheduling_and_priori
     assert g.plugins["queueSort"] == ["PrioritySort"], "upstream's GangScheduling has no queue sort"
     for point in ("preEnqueue", "preFilter", "postFilter", "reserve", "permit"):
         assert "GangScheduling" in g.plugins[point], point
-    for point, names in d.plugins.items():
-        assert [n for n in g.plugins[point] if n != "GangScheduling"] == names, point
+    assert g.plugins == d.plugins, "the default profile has upstream's gang plugins already: the file names them again"
     assert g.weights == d.weights, "PodGroupPodsCount's weight is for a point tandem has not"

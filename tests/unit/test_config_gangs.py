@@ -32,6 +32,44 @@ UPSTREAM_GANG_PLUGINS = {"multiPoint": {"enabled": [{"name": "GangScheduling", "
                          "placementGenerate": {}, "placementScore": {}}
 
 
+def test_the_default_profile_schedules_gangs_with_gang_scheduling_and_keeps_priority_sort() -> None:
+    p = load_config(None).profiles[0]
+    assert p.plugins["permit"] == ["GangScheduling"]
+    assert p.plugins["preEnqueue"] == ["SchedulingGates", "DefaultPreemption", "GangScheduling"]
+    assert p.plugins["postFilter"][-2:] == ["DefaultPreemption", "GangScheduling"], "preemption is asked first"
+    assert p.plugins["queueSort"] == ["PrioritySort"]
+
+
+@pytest.mark.parametrize("plugins", [
+    pytest.param({"multiPoint": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}},
+                 id="multiPoint, as config/gang.yaml and scheduler-plugins' docs write it"),
+    pytest.param({"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+                  "preEnqueue": {"enabled": [{"name": "Coscheduling"}]},
+                  "preFilter": {"enabled": [{"name": "Coscheduling"}]},
+                  "postFilter": {"enabled": [{"name": "Coscheduling"}]},
+                  "permit": {"enabled": [{"name": "Coscheduling"}]},
+                  "reserve": {"enabled": [{"name": "Coscheduling"}]}},
+                 id="point by point, as scheduler-plugins' older examples write it"),
+])
+def test_a_profile_that_enables_coscheduling_gets_it_in_place_of_gang_scheduling(plugins: dict[str, Any]) -> None:
+    p = parse_config(one({"plugins": plugins})).profiles[0]
+    assert p.plugins["permit"] == ["Coscheduling"]
+    assert "GangScheduling" not in {n for names in p.plugins.values() for n in names}
+    assert p.plugins["queueSort"] == ["Coscheduling"]
+
+
+def test_a_profile_that_names_gang_scheduling_again_merges_it_in_place() -> None:
+    default = load_config(None).profiles[0]
+    p = parse_config(one({"plugins": UPSTREAM_GANG_PLUGINS})).profiles[0]
+    assert p.plugins == default.plugins, "the same plugins at the same points, in the same order"
+    assert [n for n, _ in p.plugin_sets["multiPoint"].enabled].count("GangScheduling") == 1
+
+
+def test_a_profile_can_disable_gang_scheduling() -> None:
+    p = parse_config(one({"plugins": {"multiPoint": {"disabled": [{"name": "GangScheduling"}]}}})).profiles[0]
+    assert not {n for names in p.plugins.values() for n in names} & {"GangScheduling", "Coscheduling"}
+
+
 def test_upstreams_gang_plugins_load_and_gang_scheduling_is_the_gang_mechanism() -> None:
     p = parse_config(one({"plugins": UPSTREAM_GANG_PLUGINS})).profiles[0]
     assert p.plugins["permit"] == ["GangScheduling"] and "GangScheduling" in p.plugins["preEnqueue"]
@@ -64,8 +102,9 @@ def test_the_config_kube_scheduler_writes_with_the_gang_gates_loads(tmp_path: Pa
         pytest.skip("KUBEBUILDER_ASSETS has no kube-scheduler binary (../shared/realk8s/up.sh --assets prints one)")
     cfg, out = tmp_path / "in.yaml", tmp_path / "out.yaml"
     cfg.write_text(f"apiVersion: {API_VERSION}\nkind: {KIND}\nleaderElection: {{leaderElect: false}}\n")
-    subprocess.run([str(binary), f"--config={cfg}", "--master=https://127.0.0.1:1", f"--feature-gates={GATES}",
-                    f"--write-config-to={out}"], check=True, capture_output=True, timeout=60)
+    # --secure-port=0: no port is bound (another process may hold 10259)
+    subprocess.run([str(binary), f"--config={cfg}", "--master=https://127.0.0.1:1", "--secure-port=0",
+                    f"--feature-gates={GATES}", f"--write-config-to={out}"], check=True, capture_output=True, timeout=60)
     written = yaml.safe_load(out.read_text())
     (profile,) = written["profiles"]
     names = [e["name"] for e in profile["plugins"]["multiPoint"]["enabled"]]
@@ -78,3 +117,4 @@ def test_the_config_kube_scheduler_writes_with_the_gang_gates_loads(tmp_path: Pa
     mine.write_text(yaml.safe_dump(one({"plugins": plugins})))
     p = load_config(str(mine)).profiles[0]
     assert p.plugins["permit"] == ["GangScheduling"]
+    assert p.plugins == load_config(None).profiles[0].plugins, "tandem's default is kube-scheduler's with the gates"

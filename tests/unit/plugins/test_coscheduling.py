@@ -591,3 +591,23 @@ def test_events_that_may_help_a_held_member(resource: str, action: int, old: Any
 ])
 def test_events_that_cannot_help_are_not_registered(resource: str, action: int) -> None:
     assert _hint(Env(), resource, action) is None
+
+
+# ---------------------------------------------------------------------------- GangScheduling and the CRD
+
+
+@pytest.mark.parametrize("crd_served, plugin, want", [
+    pytest.param(True, "GangScheduling", "ns/g", id="GangScheduling keeps CRD gangs where the CRD is served"),
+    pytest.param(False, "GangScheduling", None,
+                 id="where the CRD is not served GangScheduling schedules a labelled pod alone, as kube-scheduler"),
+    pytest.param(False, "Coscheduling", "ns/g",
+                 id="Coscheduling, enabled on purpose, still holds it naming the missing PodGroup"),
+])
+def test_crd_gangs_follow_whether_the_server_serves_the_crd(crd_served: bool, plugin: str, want: str | None) -> None:
+    cache = Cache()
+    cache.gangs.crd_served = crd_served
+    p = REGISTRY[plugin](None, Handle(cache, clock=FakeClock(), pods={}))
+    assert p.gang_key(pod("a")) == want
+    assert p.pre_enqueue(pod("a")).code == (OK if want is None else UU)
+    native = Pod(uid="n", namespace=NS, name="n", scheduling_group="trainers")
+    assert p.gang_key(native) == f"scheduling.k8s.io/{NS}/trainers", "native groups do not depend on the CRD"
