@@ -171,6 +171,8 @@ async def test_of_two_replicas_only_the_holder_binds_and_the_follower_stays_warm
             lead_tap, follow_tap = (tap_a, tap_b) if leader is a else (tap_b, tap_a)
             names = create_pods(cluster, "web", 24)
             await eventually(lambda: bound(cluster, names), 15, "every pod bound")
+            # the store shows a bind a moment before the leader's client has its answer and records it
+            await eventually(lambda: len(lead_tap.binds) >= len(names), 5, "the leader's client to have every answer")
 
             assert lease_holder(cluster) == leader.identity
             assert sorted(p for p, *_ in lead_tap.binds) == sorted(names)
