@@ -72,8 +72,8 @@ import orjson
 from bench.record import Recorder
 from bench.target import Target
 from bench.pipelines import create_pipeline_runs
-from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, ZONE_LABEL,
-                            Barrier, Churn, CreateAny, CreateNamespaces, CreateNodes, CreatePipelineRuns,
+from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, RACK_LABEL,
+                            ZONE_LABEL, Barrier, Churn, CreateAny, CreateNamespaces, CreateNodes, CreatePipelineRuns,
                             CreatePodGroups, CreatePods,
                             DeletePods, Op, Sleep, StartCollectingMetrics, StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
@@ -585,6 +585,8 @@ class _Run:
             labels = {**base_labels, "kubernetes.io/hostname": name}
             if op.zones:
                 labels[ZONE_LABEL] = f"zone{i % op.zones + 1}"
+                if op.racks_per_zone:   # node i is the (i // zones)-th of its zone: racks round robin inside it
+                    labels[RACK_LABEL] = f"zone{i % op.zones + 1}-rack{i // op.zones % op.racks_per_zone + 1}"
             if op.label_values:  # labelNodePrepareStrategy: round robin, as upstream
                 labels[op.label_key] = op.label_values[i % len(op.label_values)]
             if op.unique_label_key:  # uniqueNodeLabelStrategy: upstream writes a UUID; the run-unique name is one

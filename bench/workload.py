@@ -42,7 +42,7 @@ createPods takes upstream's ``persistentVolumeTemplatePath`` and
 to it beforehand, as upstream's SchedulingCSIPVs; with a claim template
 alone the claim is left for the scheduler (a WaitForFirstConsumer class: a
 StatefulSet's replicas). Extensions to upstream fields: createNodes takes
-``zones``, ``labels``, ``taints``, ``capacity`` and
+``zones`` (and ``racksPerZone``: racks inside each zone), ``labels``, ``taints``, ``capacity`` and
 ``persistentVolumesPerNode`` with a volume template (that many volumes per
 node, pinned to it by ``kubernetes.io/hostname`` node affinity, as local
 volumes are); waiting ops take a ``timeout``; deletePods takes
@@ -78,6 +78,8 @@ def uses_native_gangs(workload: Any) -> bool:
     return any(getattr(op, "group_template", {}).get("apiVersion") == NATIVE_POD_GROUP_API_VERSION
                for op in workload.ops)
 ZONE_LABEL = "topology.kubernetes.io/zone"
+# createNodes' racksPerZone: racks inside each zone (Kueue's topology docs name a rack label this way)
+RACK_LABEL = "cloud.provider.com/topology-rack"
 
 # scheduler_perf's default node (templates/node-default.yaml): used when createNodes names no template
 DEFAULT_NODE_TEMPLATE: dict[str, Any] = {
@@ -130,6 +132,7 @@ class CreateNodes(Op):
     count: int = 0
     template: dict[str, Any] = field(default_factory=lambda: copy.deepcopy(DEFAULT_NODE_TEMPLATE))
     zones: int = 0                                  # spread topology.kubernetes.io/zone=zone1..zoneN
+    racks_per_zone: int = 0                         # and RACK_LABEL=zone<z>-rack1..rackN inside each zone
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, Any], ...] = ()
     capacity: dict[str, str] = field(default_factory=dict)   # overrides status.capacity (and allocatable)
@@ -281,8 +284,8 @@ _COUNT = ("count", "countParam")
 _PV = ("persistentVolumeTemplatePath", "persistentVolumeTemplate")
 _PVC = ("persistentVolumeClaimTemplatePath", "persistentVolumeClaimTemplate")
 _FIELDS: dict[str, frozenset[str]] = {
-    "createNodes": frozenset({*_COUNT, "nodeTemplatePath", "nodeTemplate", "zones", "labels", "taints",
-                              "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy",
+    "createNodes": frozenset({*_COUNT, "nodeTemplatePath", "nodeTemplate", "zones", "racksPerZone", "labels",
+                              "taints", "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy",
                               "persistentVolumesPerNode", *_PV}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
@@ -626,7 +629,10 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         if (per_node > 0) != (volume is not None) and params is not None:
             raise fail("persistentVolumesPerNode and persistentVolumeTemplatePath (or persistentVolumeTemplate) "
                        "go together")
-        return CreateNodes(index, count=f.count(), template=tmpl, zones=f.integer("zones", 0),
+        zones, racks = f.integer("zones", 0), f.integer("racksPerZone", 0)
+        if racks and not zones and params is not None:
+            raise fail("racksPerZone needs zones")
+        return CreateNodes(index, count=f.count(), template=tmpl, zones=zones, racks_per_zone=racks,
                            labels=f.str_map("labels"), taints=_taints(f), capacity=f.str_map("capacity"),
                            label_key=label_key, label_values=label_values, unique_label_key=unique_key,
                            volumes_per_node=per_node, volume_template=volume)
