@@ -67,7 +67,9 @@ synchronous cycle or on a timer) and never mutates the node table.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,8 +136,9 @@ class _GangMechanism:
         self._misfits: dict[str, set[str]] = {}               # key -> members that fit nowhere since the last verdict
         self._gated: dict[str, set[str]] = {}                 # key -> members we hold for want of siblings
         self._rejecting: set[str] = set()                     # keys whose waiting members are being rejected now
-        self._why: dict[str, str] = {}                        # uid -> why it fit nowhere (PostFilter -> gang_failed)
+        self._why: dict[str, tuple[str, str]] = {}            # key -> (uid, why it fit nowhere): PostFilter -> gang_failed
         self._activating: str | None = None                   # the key whose held members are being released
+        self._trying: set[str] = set()                        # keys whose group cycle tries a topology domain
 
     # ------------------------------------------------------------------ gang identity
 
@@ -288,7 +291,7 @@ class _GangMechanism:
         if not self._doomed(key, pg, pod):
             return None, Status(Code.UNSCHEDULABLE)   # quorum reached, or other members may still reach it
         why = diagnosis.message() if hasattr(diagnosis, "message") else ""
-        self._why[pod.uid] = why
+        self._why[key] = (pod.uid, why)
         if pg.native:
             # upstream: the member that fits nowhere says only why; its siblings that would fit say they wait
             self._fail_gang(key, NATIVE_GANG_WAITING)
@@ -305,9 +308,9 @@ class _GangMechanism:
             return status.message()
         pg = self._pod_group(key)
         native = pg is not None and pg.native
-        why = self._why.pop(pod.uid, None)
-        if why is not None:   # PostFilter already rejected the gang
-            return NATIVE_GANG_WAITING if native else _gang_message(key, pod, why)
+        said = self._why.pop(key, None)
+        if said is not None and said[0] == pod.uid:   # PostFilter already rejected the gang
+            return NATIVE_GANG_WAITING if native else _gang_message(key, pod, said[1])
         if self._in_backoff(key):
             return f"podGroup {key} failed recently"
         if pg is not None and not self._doomed(key, pg, pod):
@@ -321,22 +324,58 @@ class _GangMechanism:
         members waiting at Permit with ``msg`` and start its backoff, as a member that fits nowhere does."""
         self._fail_gang(key, msg)
 
-    def _doomed(self, key: str, pg: PodGroup, pod: Pod) -> bool:
-        """Can the gang no longer reach quorum, now that ``pod`` fit nowhere?
+    def reject_gang(self, pod: Pod, why: str) -> str:
+        """``pod`` fits in no domain of its topology gang, which cannot be whole without it: fail the gang as
+        :meth:`gang_failed` does for a doomed gang; the message its siblings get."""
+        key = self.gang_key(pod) or ""
+        pg = self._pod_group(key)
+        msg = NATIVE_GANG_WAITING if pg is not None and pg.native else _gang_message(key, pod, why)
+        self._fail_gang(key, msg)
+        return msg
 
-        Not when quorum is already reached (upstream's PostFilter lets such a gang be), nor while the
-        members not known to fit nowhere still number minMember or more (members may differ, and a gang
+    def forget(self, key: str) -> None:
+        """The gang is gone (its PodGroup and its pods): drop what is kept for it, its backoff timer included."""
+        self._backoff_until.pop(key, None)
+        timer = self._backoff_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._permitted.pop(key, None)
+        self._misfits.pop(key, None)
+        self._gated.pop(key, None)
+        self._why.pop(key, None)
+
+    @contextlib.contextmanager
+    def trying(self, key: str) -> Iterator[None]:
+        self._trying.add(key)
+        try:
+            yield
+        finally:
+            self._trying.discard(key)
+
+    def can_be_whole(self, key: str, unplaceable: Collection[str]) -> bool:
+        """Can the gang still reach quorum if the members ``unplaceable`` get no node?
+
+        Yes when quorum is already reached (upstream's PostFilter lets such a gang be), or while the
+        members not known to get no node still number minMember or more (members may differ, and a gang
         may have more pods than minMember).
         """
+        pg = self._pod_group(key)
+        if pg is None:
+            return False
         need = pg.min_member
-        misfits = self._misfits.setdefault(key, set())
-        misfits.add(pod.uid)
         placed = self.handle.gangs.placed_members(key)
         if len(placed) >= need:
-            return False
+            return True
         uids = self.handle.gangs.member_uids(key)
-        unplaceable = sum(1 for uid in misfits if uid in uids and uid not in placed)
-        return self._live_members(key) - unplaceable < need
+        out = sum(1 for uid in unplaceable if uid in uids and uid not in placed)
+        return self._live_members(key) - out >= need
+
+    def _doomed(self, key: str, pg: PodGroup, pod: Pod) -> bool:
+        """Can the gang no longer reach quorum, now that ``pod`` fit nowhere (with the members that fit
+        nowhere before it since the last verdict)?"""
+        misfits = self._misfits.setdefault(key, set())
+        misfits.add(pod.uid)
+        return not self.can_be_whole(key, misfits)
 
     def _fail_gang(self, key: str, msg: str) -> None:
         log.debug("gang %s cannot be whole now: %s", key, msg)
@@ -398,7 +437,7 @@ class _GangMechanism:
 
     def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
         key = self.gang_key(pod)
-        if key is None or key in self._rejecting:
+        if key is None or key in self._rejecting or key in self._trying:
             return
         self._permitted.pop(key, None)
         self._misfits.pop(key, None)

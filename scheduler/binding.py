@@ -31,6 +31,7 @@ awaits it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable
@@ -50,6 +51,62 @@ if TYPE_CHECKING:
 log = logging.getLogger("tandem.scheduler")
 
 
+class GangBind:
+    """Members of one gang that passed Permit together: none is bound before every one's PreBind succeeded.
+
+    All-or-nothing does not end at Permit: a member's PreBind can still fail (VolumeBinding's writes, or the
+    PV controller slower than bindTimeoutSeconds), and a gang bound without it would run short of its
+    quorum. Each member's binding task runs its PreBind, then :meth:`arrive` waits for the others; once all
+    have arrived the binds go, concurrently. If one member's PreBind fails, or one gives its node back, the
+    round fails: every member is released (Unreserve, forget) and requeued together. What PreBind wrote to
+    PersistentVolumes and claims stays, as upstream leaves it. Bind itself is one API call per pod, which
+    no scheduler can make atomic: the guarantee holds up to the binds.
+    """
+
+    __slots__ = ("key", "members", "pending", "closed", "held", "failure", "_ready")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.members: set[str] = set()
+        self.pending: set[str] = set()      # members whose PreBind has not succeeded yet
+        self.closed = False                 # no member joins any more
+        self.held = False                   # the group cycle is still committing members into it
+        self.failure = ""                   # why its binds do not go ("" none)
+        self._ready: asyncio.Future[str] | None = None
+
+    def join(self, uid: str) -> None:
+        self.members.add(uid)
+        self.pending.add(uid)
+
+    def leave(self, uid: str) -> None:
+        self.members.discard(uid)
+        self.pending.discard(uid)
+
+    def close(self) -> None:
+        self.closed = True
+        self.held = False
+        self._settle()
+
+    def fail(self, why: str) -> None:
+        if not self.failure:
+            self.failure = why
+        self._settle()
+
+    async def arrive(self, uid: str) -> str:
+        """``uid``'s PreBind succeeded: wait for the rest; "" when all succeeded, else why the gang does not bind."""
+        self.pending.discard(uid)
+        self._settle()
+        if self.closed and (not self.pending or self.failure):
+            return self.failure
+        if self._ready is None:
+            self._ready = asyncio.get_running_loop().create_future()
+        return await asyncio.shield(self._ready)
+
+    def _settle(self) -> None:
+        if self._ready is not None and not self._ready.done() and self.closed and (self.failure or not self.pending):
+            self._ready.set_result(self.failure)
+
+
 class Binding:
     """The binding cycle of :class:`~scheduler.scheduler.Scheduler`, whose ``__init__`` sets this state."""
 
@@ -64,6 +121,8 @@ class Binding:
     _sort_failures: dict[str, str]
     _nominations: dict[str, str]
     _condition_writers: set[str]
+    _gang_binds: dict[str, GangBind]          # uid -> the round its gang binds in
+    _open_gang_binds: dict[str, GangBind]     # gang key -> its round still collecting members
     cache: Cache
     preemption: Preemption
     frameworks: dict[str, Framework]
@@ -84,6 +143,7 @@ class Binding:
         pod = qi.pod
         done = bound = False
         pre_bind_failed = False
+        gang_failed = ""
         try:
             st = await fw.wait_on_permit(pod)
             if st.is_success():
@@ -93,6 +153,16 @@ class Binding:
                 done = True
                 st = await fw.run_pre_bind(state, pod, node)
                 pre_bind_failed = not st.is_success()
+                together = self._gang_binds.get(pod.uid)
+                if together is not None:
+                    # its gang binds together: no member is bound before every member's PreBind succeeded
+                    if pre_bind_failed:
+                        together.fail(f"PodGroup {together.key} gets rejected due to Pod {pod.name} failed at "
+                                      f'PreBind: running PreBind plugin "{st.plugin}": {st.message()}')
+                    else:
+                        gang_failed = await together.arrive(pod.uid)
+                        if gang_failed:
+                            st = Status(Code.ERROR, gang_failed, plugin=fw.gang.NAME if fw.gang else "")
             if st.is_success():
                 st = await fw.run_bind(state, pod, node)
             if not st.is_success():
@@ -101,7 +171,7 @@ class Binding:
                     qi.unschedulable_plugins = {st.plugin}
                 reason = "Unschedulable" if st.is_rejected() else "SchedulerError"
                 # an error at Permit (a gang rejected for an error) says so itself; past Permit, name the binder
-                msg = (st.message() if st.is_rejected() or not done
+                msg = (st.message() if st.is_rejected() or not done or gang_failed
                        # RunPreBindPlugins' wrapping, %q and all
                        else f'running PreBind plugin "{st.plugin}": {st.message()}' if pre_bind_failed
                        else f"running Bind plugin {st.plugin!r}: {st.message()}")
@@ -122,13 +192,76 @@ class Binding:
             self._release(fw, state, qi, node)
             msg = f"binding cycle failed: {Status.from_error(exc).message()}"
             self._fail(fw, qi, Status(Code.ERROR, msg, error=exc), reason="SchedulerError", message=msg, done=done)
+        finally:
+            self._gang_binds.pop(pod.uid, None)
+
+    # ------------------------------------------------------------------ a gang binds together
+
+    def _bind_together(self, fw: Framework, pod: Pod, wait: bool) -> None:
+        """``pod``, a gang member, passed Permit (``wait``: it waits there for its quorum): it binds with the
+        members that pass Permit together with it (:class:`GangBind`). The round of a gang collects its
+        members from the first that waits; the member whose Permit completes the quorum closes it, unless
+        the group cycle holds it open while it commits a topology gang's members one by one."""
+        key = pod.gang
+        together = self._open_gang_binds.get(key)
+        if together is None:
+            together = self._open_gang_binds[key] = GangBind(key)
+        together.join(pod.uid)
+        self._gang_binds[pod.uid] = together
+        if not wait and not together.held:
+            self._close_gang_bind(key)
+
+    def _hold_gang_bind(self, key: str) -> None:
+        """The group cycle commits a topology gang's members one by one: they bind together, as one round."""
+        together = self._open_gang_binds.get(key)
+        if together is None:
+            together = self._open_gang_binds[key] = GangBind(key)
+        together.held = True
+
+    def _end_gang_bind_hold(self, fw: Framework, key: str) -> None:
+        """The group cycle committed the gang's members: the round closes, unless some wait at Permit for their
+        quorum (members not in the queue together), in which case the member that completes it closes it."""
+        together = self._open_gang_binds.get(key)
+        if together is None:
+            return
+        together.held = False
+        for uid in together.members:
+            wp = fw.get_waiting_pod(uid)
+            if wp is not None and not wp.future.done():
+                return
+        self._close_gang_bind(key)
+
+    def _close_gang_bind(self, key: str) -> None:
+        """No member joins the gang's round any more: its binds go once every member's PreBind succeeded."""
+        together = self._open_gang_binds.pop(key, None)
+        if together is None:
+            return
+        together.close()
+        if len(together.members) <= 1:
+            for uid in together.members:   # alone: nothing to wait for
+                self._gang_binds.pop(uid, None)
+
+    def _released_from_gang_bind(self, uid: str) -> None:
+        """A member gave its node back (rejected at Permit, or a failure after it): a closed round fails whole;
+        an open one (its gang still waiting for a quorum) only loses it."""
+        together = self._gang_binds.pop(uid, None)
+        if together is None:
+            return
+        if together.closed:
+            together.fail(f"PodGroup {together.key} gets rejected due to a member that gave its node back")
+            return
+        together.leave(uid)
+        if not together.members and self._open_gang_binds.get(together.key) is together and not together.held:
+            del self._open_gang_binds[together.key]
 
     # ------------------------------------------------------------------ failures
 
     def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
-              done: bool = False, nominated: str | None = None) -> None:
+              done: bool = False, nominated: str | None = None, retry: bool = False) -> None:
         """Requeue and report a failed attempt. ``done``: it failed past Permit, the queue no longer holds it.
-        ``nominated``: the node PostFilter nominated it to ("" clears its nomination; None leaves it)."""
+        ``nominated``: the node PostFilter nominated it to ("" clears its nomination; None leaves it).
+        ``retry``: try it again after its backoff even if no cluster event comes (a topology gang whose
+        attempt left domains untried)."""
         pod = qi.pod
         unschedulable = st.is_rejected() or reason == "Unschedulable"
         if reason == "SchedulerError" and self._pod_problem(pod):
@@ -144,7 +277,7 @@ class Binding:
                 qi.pod = latest  # the queue stopped following the pod's updates at done()
                 self.queue.requeue_after_done(qi)
         else:
-            self.queue.requeue_failed(qi, unschedulable)
+            self.queue.requeue_failed(qi, unschedulable and not retry)
             if self.preemption.is_preempting(pod.uid):
                 self.queue.gate(pod.uid, "DefaultPreemption")   # held until its victims' evictions end
         if nominated is not None:

@@ -132,6 +132,8 @@ class EventHandlers:
         self.cache.gangs.update_membership(old, None)
         if self.group_listeners:
             self._group_changed(old, None)
+        if old.gang and not self.cache.gangs.member_uids(old.gang) and old.gang not in self.cache.gangs.groups:
+            self._forget_gang(old.gang)   # its last pod went, and its PodGroup is gone too
         self._conditions.pop(pod.uid, None)
         self._sort_failures.pop(pod.uid, None)
         self.reports.forget(pod.uid)
@@ -367,7 +369,18 @@ class EventHandlers:
         self.cache.gangs.remove_group(pg.key)
         self._pod_group_changed(pg.key)
         self._reject_waiting_members(pg.key, f"PodGroup {pg.key} was deleted")
+        if not self.cache.gangs.member_uids(pg.key):
+            self._forget_gang(pg.key)   # pods that still name it keep what their gang plugin holds until they go
         self.queue.on_event(ClusterEvent(Resource.POD_GROUP, ActionType.DELETE, "PodGroupDelete"), pg, None)
+
+    def _forget_gang(self, key: str) -> None:
+        """Gang ``key`` is gone (no PodGroup, no pod): its gang plugins drop what they kept for it."""
+        for fw in self.frameworks.values():
+            if fw.gang is not None:
+                try:
+                    fw.gang.forget(key)
+                except Exception:  # the Gang hooks bypass Framework._call: a bug there must not stop the informer
+                    log.exception("plugin %s failed to forget gang %s", fw.gang.NAME, key)
 
     def _reject_waiting_members(self, key: str, msg: str) -> None:
         """Reject the members of gang ``key`` held at Permit: their quorum can no longer come.

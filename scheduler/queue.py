@@ -380,6 +380,8 @@ class SchedulingQueue:
                     strategy = max(strategy, self._strategy(qi, ev, old, new))
                     if strategy == QUEUE_IMMEDIATELY:
                         break
+            if strategy != QUEUE_SKIP and qi.pod.gang:
+                self.gangs.forget_failed_domains(qi.pod.gang)   # an event during its attempt may have changed them
             if strategy == QUEUE_IMMEDIATELY:
                 self._push_active(qi)
             elif strategy == QUEUE_AFTER_BACKOFF:
@@ -454,6 +456,9 @@ class SchedulingQueue:
         return moved
 
     def _requeue(self, qi: QueuedPodInfo, event: ClusterEvent, strategy: int = 1) -> None:
+        if qi.pod.gang:
+            # what a topology gang's last attempt learnt (the domains it did not fit in) may be stale now
+            self.gangs.forget_failed_domains(qi.pod.gang)
         if self.where.get(qi.uid) == "gated":
             self._enqueue(qi)
         elif strategy != QUEUE_IMMEDIATELY and qi.attempts and self.backoff_expiry(qi) > self.clock():

@@ -1,19 +1,21 @@
-"""The scheduling cycle and the group cycle (upstream's pkg/scheduler/schedule_one.go, up to the binding cycle).
+"""The scheduling cycle (upstream's pkg/scheduler/schedule_one.go, up to the binding cycle).
 
 :meth:`ScheduleOne.schedule_one` runs one pod through PreFilter, Filter,
 PostFilter, Score, the pick of a node, assume, Reserve and Permit; a pod that
 leaves the cycle gets a binding task (binding.py), a pod that fails is
-requeued and reported (``_fail``, binding.py). :meth:`ScheduleOne.schedule_next`
-runs a popped gang member together with its pending siblings, back to back:
-the group cycle.
+requeued and reported (``_report``, ``_fail`` in binding.py). The cycle is
+in two halves that the group cycle (groupcycle.py) also runs apart:
+:meth:`ScheduleOne._place` (up to Reserve: the pod holds a node, reported
+nowhere) and :meth:`ScheduleOne._commit` (Permit and the binding task), with
+:meth:`ScheduleOne._report` for a pod that found no node. A topology gang's
+members are placed in a domain and, if the gang does not fit there, taken
+back (:meth:`ScheduleOne._take_back`) before any of them is reported.
 
 Failures are contained here, as upstream's handleSchedulingFailure does: a
 plugin's exception is a Status(ERROR) (framework/runtime.py), and an
-exception anywhere else in a cycle, in the Gang hooks or in the group cycle
-is caught, logged once with its traceback, and becomes reason
-SchedulerError for every pod involved: what the pod held is released
-(Unreserve, forget), and the pod goes back to the queue with backoff. In a
-group cycle an error rejects the whole gang together (``_reject_gang``).
+exception anywhere else in a cycle is caught, logged once with its
+traceback, and becomes reason SchedulerError: what the pod held is released
+(Unreserve, forget), and the pod goes back to the queue with backoff.
 
 Nothing here may await or otherwise yield to the event loop: the cache cannot
 change under a cycle, so no snapshot is taken, and only the gang in its group
@@ -36,10 +38,9 @@ import numpy as np
 from scheduler.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
-from scheduler.framework.placement import DomainChoice, choose_domain, copies_per_node, topology_message
 from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
-from scheduler.model import Pod, PodGroup, group_conflict
+from scheduler.model import Pod, group_conflict
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.state.cache import Cache
 
@@ -52,6 +53,16 @@ log = logging.getLogger("tandem.scheduler")
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
+
+# where an attempt ended without a node (Attempt.stage)
+GONE = "gone"                 # deleted, bound elsewhere or going away: nothing to schedule
+INVALID = "invalid"           # the scheduler cannot use the pod (a parse problem, an unknown priority class)
+UNSUPPORTED = "unsupported"   # a field this profile does not evaluate
+PRE_FILTER = "prefilter"      # a PreFilter plugin rejected it: the same on every node, in every domain
+FILTER = "filter"             # no node passed Filter (or PreFilter left none in the gang's domain)
+RESERVE = "reserve"           # a Reserve plugin refused the node it had
+ERROR = "error"               # a plugin's error (Status ERROR), at PreFilter, Filter or Score
+RAISED = "raised"             # an exception outside the plugins' calls
 
 
 def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int) -> int:
@@ -71,6 +82,21 @@ def _plugin_raised(plugin: str, point: str, exc: Exception) -> str:
     """Log a plugin's exception once, with its traceback; the SchedulerError message the pods get."""
     log.error("plugin %s failed at %s", plugin, point, exc_info=exc)
     return f'running {point} plugin "{plugin}": {Status.from_error(exc).message()}'
+
+
+@dataclasses.dataclass(slots=True)
+class Attempt:
+    """One pod's cycle up to Reserve (:meth:`ScheduleOne._place`): the node it holds, or why it has none."""
+
+    qi: QueuedPodInfo
+    t0: float                          # perf_counter() when the cycle began (the attempt's duration metric)
+    state: CycleState | None = None
+    node: str = ""                     # assumed and reserved there ("" when it has no node)
+    stage: str = ""                    # where it failed (GONE, PRE_FILTER, ...); "" when it holds a node
+    status: Status | None = None       # why it failed
+    diag: Diagnosis | None = None      # PreFilter's and Filter's verdicts, for the message and the hints
+    message: str = ""                  # the report's message where it is not the status's or the diagnosis's
+    field: str = ""                    # UNSUPPORTED: the field it uses
 
 
 class ScheduleOne:
@@ -94,169 +120,15 @@ class ScheduleOne:
         async def _binding_cycle(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None: ...
 
         def _fail(self, fw: Framework, qi: QueuedPodInfo, st: Status, reason: str, message: str,
-                  done: bool = False, nominated: str | None = None) -> None: ...
+                  done: bool = False, nominated: str | None = None, retry: bool = False) -> None: ...
+
+        def _bind_together(self, fw: Framework, pod: Pod, wait: bool) -> None: ...
+
+        def _released_from_gang_bind(self, uid: str) -> None: ...
 
         def _spawn(self, coro: Awaitable[Any], what: str) -> None: ...
 
     # ------------------------------------------------------------------ the scheduling cycle
-
-    def schedule_next(self, qi: QueuedPodInfo) -> None:
-        """Schedule a popped pod: alone, or with the rest of its gang in one uninterrupted group cycle.
-
-        Every exception is contained here, as upstream's handleSchedulingFailure contains an error:
-        a cycle's own (schedule_one), the Gang hooks', and the group cycle's. Each pod involved ends
-        queued with reason SchedulerError, waiting at Permit, binding, or bound; never in flight.
-        """
-        fw = self.frameworks[qi.profile]
-        gang = fw.gang
-        if gang is None:
-            self.schedule_one(qi)
-            return
-        try:
-            key = gang.gang_key(qi.pod)
-        except Exception as exc:  # the Gang hooks bypass Framework._call: contained here
-            msg = _plugin_raised(gang.NAME, "Gang", exc)
-            self._fail(fw, qi, Status(Code.ERROR, msg, plugin=gang.NAME), reason="SchedulerError", message=msg)
-            return
-        if not key:
-            self.schedule_one(qi)
-            return
-        members = [qi]
-        try:
-            members += self.queue.take_group(key, qi.profile)
-            pg = self.cache.gangs.group(key)
-            if pg is not None and pg.topology_key:
-                choice = self._choose_domain(fw, key, pg, members)
-                if not choice.fits:
-                    self._no_domain(fw, key, members, choice)
-                    return
-                fw.placement = choice.mask
-            self._group_cycle(fw, key, members)
-        except Exception as exc:  # a bug in the group cycle itself: the gang is rejected as a whole
-            log.exception("the group cycle of PodGroup %s failed", key)
-            self._reject_gang(fw, key, members, f"PodGroup {key} gets rejected due to an error: "
-                                                f"{Status.from_error(exc).message()}", "")
-        finally:
-            fw.placement = None
-
-    # ------------------------------------------------------------------ topology-constrained gangs
-
-    def _choose_domain(self, fw: Framework, key: str, pg: PodGroup, members: list[QueuedPodInfo]) -> DomainChoice:
-        """The one domain of the PodGroup's topology key its members go into (framework/placement.py).
-
-        Per member shape (same requests), the rows its PreFilter and Filter pass, as its own cycle computes
-        them (on a throwaway CycleState), and the copies each row holds. Members already on a node fix the
-        domain; placed in two domains (another scheduler's doing), none fits.
-        """
-        nodes = self.cache.nodes
-        tkey = pg.topology_key
-        placed = self.cache.gangs.placed_members(key)
-        required: str | None = None
-        if placed:
-            ids = nodes.label(tkey)
-            seen: set[int] = set()
-            for node in placed.values():   # the gang's members, never the nodes
-                row = nodes.row(node)
-                seen.add(int(ids[row]) if ids is not None and row is not None else 0)
-            values = nodes.label_values(tkey)
-            required = values[seen.pop()] if len(seen) == 1 else ""
-        shapes: dict[tuple, tuple[Pod, int]] = {}
-        for m in members:
-            shape = tuple(sorted(m.pod.requests.items()))
-            first, count = shapes.get(shape, (m.pod, 0))
-            shapes[shape] = (first, count + 1)
-        fits: list[tuple[np.ndarray, np.ndarray, int]] = []
-        for pod, count in shapes.values():
-            state = CycleState()
-            rows, st, diag = fw.run_pre_filter(state, pod)
-            if st.is_success():
-                rows, st = fw.run_filter_with_nominated(state, pod, rows, diag)
-            if not st.is_success() or not len(rows):
-                continue
-            fits.append((rows, copies_per_node(nodes, rows, pod.requests), count))
-        need = max(pg.quorum - len(placed), 0)
-        return choose_domain(nodes, tkey, fits, need, required)
-
-    def _no_domain(self, fw: Framework, key: str, members: list[QueuedPodInfo], choice: DomainChoice) -> None:
-        """No single domain fits the gang: none of it is placed. Its pods say so with tandem's numbers, its
-        members waiting at Permit (a partly placed gang's) are rejected, and it waits for the cluster to change."""
-        gang = fw.gang   # a profile with a gang plugin: schedule_next asks this only then
-        assert gang is not None
-        msg = f"pod group is unschedulable: {topology_message(choice)}"
-        if hasattr(gang, "give_up"):
-            gang.give_up(key, msg)
-        for m in members:
-            m.unschedulable_plugins = {gang.NAME}
-            self._fail(fw, m, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME), reason="Unschedulable", message=msg)
-
-    def _group_cycle(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> None:
-        """The members' cycles back to back, largest first; a member's verdict may end the gang's attempt."""
-        gang = fw.gang
-        # largest first (first-fit decreasing): a small member placed first must not take the only node a
-        # big one fits on, since a gang that fails is not retried until the cluster changes
-        members.sort(key=lambda m: (-m.pod.priority, -m.pod.requests.get("cpu", 0),
-                                    -m.pod.requests.get("memory", 0), m.timestamp))
-        for i, member in enumerate(members):
-            failed = self.schedule_one(member)
-            if failed is None:
-                continue
-            if failed.code == Code.ERROR:
-                # an error is no verdict on the gang: the whole gang is rejected together, every member to
-                # backoff with reason SchedulerError (the member itself is already there)
-                self._reject_gang(fw, key, members, f"PodGroup {key} gets rejected due to Pod {member.pod.name} "
-                                                    f"failed with an error: {failed.message()}", failed.plugin)
-                return
-            if self.preemption.is_preempting(member.pod.uid):
-                # its PostFilter planned room for every missing member and started the evictions: the members
-                # not tried yet wait with it (held at PreEnqueue, nominated); those waiting at Permit keep waiting
-                msg = failed.message()
-                for rest in members[i + 1:]:
-                    self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin="DefaultPreemption"),
-                               reason="Unschedulable", message=msg)
-                return
-            # one member cannot be placed. If the gang cannot be whole now, the plugin rejects the
-            # members waiting at Permit (their room is released synchronously, see _release) and the
-            # members not tried yet go back to the queue with the gang's reason.
-            try:
-                msg = gang.gang_failed(member.pod, failed)
-            except Exception as exc:  # the Gang hooks bypass Framework._call: contained here
-                self._reject_gang(fw, key, members, _plugin_raised(gang.NAME, "Gang", exc), gang.NAME)
-                return
-            if not msg:
-                continue  # the gang can still be whole (quorum reached, or enough members left to try)
-            for rest in members[i + 1:]:
-                rest.unschedulable_plugins = {gang.NAME}
-                self._fail(fw, rest, Status(Code.UNSCHEDULABLE, msg, plugin=gang.NAME), reason="Unschedulable",
-                           message=msg)
-            return
-
-    def _reject_gang(self, fw: Framework, key: str, members: list[QueuedPodInfo], msg: str, plugin: str) -> None:
-        """A group cycle ended in an error: reject the whole gang together, as SchedulerError.
-
-        The gang's members waiting at Permit (from this cycle or an earlier one) are rejected with Error:
-        each one's room is released once (``on_reject`` -> ``_release``: Unreserve, forget) and its
-        binding task reports it and requeues it with backoff. One a plugin rejected moments ago (a
-        sibling's Unreserve, before this) reports the error too (``Framework.reject_waiting``). Every other member still in flight (not
-        tried yet, or whose cycle stopped short) is reported and requeued with backoff here. Members
-        Permit already allowed are binding, and members already requeued stay where they are.
-        """
-        uids = set(self.cache.gangs.member_uids(key))
-        uids.update(m.uid for m in members)
-        st = Status(Code.ERROR, msg, plugin=plugin)
-        fw.reject_waiting(uids, st)
-        queue = self.queue
-        for uid in uids:
-            qi = queue.infos.get(uid)
-            # released: a rejected waiting pod, whose binding task reports it (once)
-            if (qi is not None and queue.where.get(uid) == "inflight" and not qi.released
-                    and not self.cache.is_assumed(uid)):
-                self._fail(fw, qi, st, reason="SchedulerError", message=msg)
-
-    def _requeue_if_stranded(self, qi: QueuedPodInfo) -> None:
-        """The last resort of the loop: a popped pod that an escaped exception left in flight, unassumed and
-        not waiting, goes to backoff (a pod waiting at Permit or binding has a task that reports it)."""
-        if self.queue.where.get(qi.uid) == "inflight" and not qi.released and not self.cache.is_assumed(qi.uid):
-            self.queue.requeue_failed(qi, unschedulable=False)
 
     def schedule_one(self, qi: QueuedPodInfo) -> Status | None:
         """One scheduling cycle. Synchronous: the cache cannot change under it.
@@ -264,25 +136,30 @@ class ScheduleOne:
         Returns None when the pod left the cycle for binding (or needs no scheduling any more), else
         the status it failed with (it is already requeued and reported).
         """
-        t0 = time.perf_counter()
-        pod = qi.pod
         fw = self.frameworks[qi.profile]
-        node: str | None = None   # set once the pod is assumed: the release below needs it
+        a = self._place(fw, qi, time.perf_counter())
+        if a.node:
+            return self._commit(fw, a)
         try:
-            latest = self.pods.get(pod.uid)
-            if latest is None or latest.node_name or latest.deleting:
-                self.queue.done(pod.uid)  # deleted, bound elsewhere, or going away (skipPodSchedule)
-                return None
-            problem = self._pod_problem(pod)
-            if problem:
-                st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
-                self._fail(fw, qi, st, reason="SchedulerError", message=f"pod {pod.key} is invalid: {problem}")
-                return st
-            st = self._refuse_unsupported(fw, qi, t0)
-            if st is not None:
-                return st
-            state = CycleState()
+            return self._report(fw, a)
+        except Exception as exc:  # a bug in the reporting itself: contained here
+            return self._cycle_raised(fw, qi, None, None, exc)
+
+    def _place(self, fw: Framework, qi: QueuedPodInfo, t0: float, trial: bool = False) -> Attempt:
+        """The cycle up to Reserve: PreFilter, Filter, Score, the pick of a node, assume, Reserve.
+
+        Reports nothing and never raises: the :class:`Attempt` holds the node (assumed and reserved) or
+        where and why the pod found none. ``trial``: a topology gang's try of one domain, which may be taken
+        back (:meth:`_take_back`): the pod's nomination stays until its gang commits.
+        """
+        pod = qi.pod
+        a = Attempt(qi, t0)
+        try:
+            if self._unusable(fw, qi, a):
+                return a
+            state = a.state = CycleState()
             rows, st, diag = fw.run_pre_filter(state, pod)
+            a.diag = diag
             feasible = rows
             nominated = None
             if st.is_success():
@@ -292,27 +169,16 @@ class ScheduleOne:
                     feasible = nominated
                 else:
                     feasible, st = fw.run_filter_with_nominated(state, pod, rows, diag)
+                stage = FILTER
+            else:
+                stage = PRE_FILTER
             if st.code == Code.ERROR:
-                self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
-                return st
+                a.stage, a.status = ERROR, st
+                return a
             diag.num_all_nodes = len(self.cache.nodes)
             if len(feasible) == 0:
-                nominate = None
-                if st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
-                    result, pst = fw.run_post_filter(state, pod, diag)
-                    if pst.code == Code.ERROR:
-                        self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
-                        return pst
-                    if pst.reasons and not pst.is_success():
-                        diag.post_filter_msg = pst.message()
-                    if result is not None:
-                        nominate = result.nominated_node   # "" clears the pod's nomination
-                qi.unschedulable_plugins = diag.unschedulable_plugins
-                code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
-                st = Status(code, diag.message())
-                self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
-                self._record_cycle(t0, "unschedulable", fw)
-                return st
+                a.stage, a.status = stage, st
+                return a
             if nominated is None:
                 feasible = self._sample(fw, feasible)
             if len(feasible) == 1:
@@ -320,21 +186,57 @@ class ScheduleOne:
             else:
                 total, st = fw.run_score(state, pod, feasible)
                 if not st.is_success():
-                    self._fail(fw, qi, st, reason="SchedulerError", message=st.message())
-                    return st
+                    a.stage, a.status = ERROR, st
+                    return a
                 best = np.flatnonzero(total == total.max())
                 row = int(feasible[best[self.rng.randrange(len(best))]] if len(best) > 1 else feasible[best[0]])
-            node = self.cache.nodes.names[row]
-            self.cache.assume(pod, node)   # set first: an assume that fails half-way is released by _cycle_raised
-            if self.cache.nominations:
+            node = a.node = self.cache.nodes.names[row]
+            self.cache.assume(pod, node)   # node set first: an assume that fails half-way is released below
+            if self.cache.nominations and not trial:
                 self.cache.nominations.clear(pod.uid)   # it has a node now (upstream: DeleteNominatedPodIfExists)
             qi.released = False
             st = fw.run_reserve(state, pod, node)
             if not st.is_success():
-                self._release(fw, state, qi, node)
-                self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
-                           message=st.message())
-                return st
+                self._release(fw, state, qi, node, quiet=trial)
+                a.node, a.stage, a.status = "", RESERVE, st
+            return a
+        except Exception as exc:  # a bug outside the plugins' calls (which return Status(ERROR)): contained here
+            log.exception("scheduling cycle of %s failed", pod.key)
+            if a.node and a.state is not None and self.cache.is_assumed(pod.uid):
+                self._release(fw, a.state, qi, a.node, quiet=trial)
+            a.node, a.stage = "", RAISED
+            a.message = f"scheduling cycle failed: {Status.from_error(exc).message()}"
+            a.status = Status(Code.ERROR, a.message, error=exc)
+            return a
+
+    def _unusable(self, fw: Framework, qi: QueuedPodInfo, a: Attempt) -> bool:
+        """Is there no cycle to run for the pod? Then ``a`` says why: gone, invalid, or using a field the
+        profile does not evaluate."""
+        pod = qi.pod
+        latest = self.pods.get(pod.uid)
+        if latest is None or latest.node_name or latest.deleting:
+            a.stage = GONE   # deleted, bound elsewhere, or going away (skipPodSchedule)
+            return True
+        problem = self._pod_problem(pod)
+        if problem:
+            a.stage, a.message = INVALID, f"pod {pod.key} is invalid: {problem}"
+            a.status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f"pod is invalid: {problem}")
+            return True
+        field_, why = unsupported(pod, fw.gang is not None)
+        if why:
+            a.stage, a.field = UNSUPPORTED, field_
+            a.status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
+            return True
+        return False
+
+    def _commit(self, fw: Framework, a: Attempt) -> Status | None:
+        """The cycle from Permit on, for a pod :meth:`_place` gave a node: Permit, then its binding task."""
+        qi, state, node = a.qi, a.state, a.node
+        assert state is not None
+        pod = qi.pod
+        try:
+            if self.cache.nominations:
+                self.cache.nominations.clear(pod.uid)   # a topology gang's member keeps it until here
             st = fw.run_permit(state, pod, node)
             if not st.is_success() and not st.is_wait():
                 self._release(fw, state, qi, node)
@@ -343,15 +245,73 @@ class ScheduleOne:
                 self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
                            message=st.message())
                 return st
-            if st.is_wait():
+            wait = st.is_wait()
+            if wait:
                 wp = fw.get_waiting_pod(pod.uid)
                 if wp is not None:
                     wp.on_reject = functools.partial(self._release, fw, state, qi, node)
-            self._record_cycle(t0, "scheduled", fw)
+            if pod.gang and fw.gang is not None and fw.gang.gang_key(pod):
+                self._bind_together(fw, pod, wait)   # a gang's members bind together once past Permit
+            self._record_cycle(a.t0, "scheduled", fw)
             self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
             return None
         except Exception as exc:  # a bug outside the plugins' calls (which return Status(ERROR)): contained here
-            return self._cycle_raised(fw, qi, state if node is not None else None, node, exc)
+            return self._cycle_raised(fw, qi, state, node, exc)
+
+    def _report(self, fw: Framework, a: Attempt, post_filter: bool = True) -> Status | None:
+        """Requeue and report a pod :meth:`_place` found no node for; None if it needs no scheduling any more.
+
+        ``post_filter``: run PostFilter (preemption) for a pod no node passed. A topology gang's members
+        do not: their domain was tried whole, and preemption plans for one domain only in a gang's cycle.
+        """
+        qi, st = a.qi, a.status
+        stage = a.stage
+        if stage == GONE:
+            self.queue.done(qi.uid)
+            return None
+        assert st is not None
+        if stage == UNSUPPORTED:
+            return self._refuse_unsupported(fw, qi, a.field, st, a.t0)
+        if stage in (INVALID, ERROR, RAISED):
+            self._fail(fw, qi, st, reason="SchedulerError", message=a.message or st.message())
+            return st
+        if stage == RESERVE:
+            self._fail(fw, qi, st, reason="SchedulerError" if st.code == Code.ERROR else "Unschedulable",
+                       message=st.message())
+            return st
+        diag = a.diag
+        assert diag is not None and a.state is not None
+        nominate = None
+        if post_filter and st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
+            result, pst = fw.run_post_filter(a.state, qi.pod, diag)
+            if pst.code == Code.ERROR:
+                self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
+                return pst
+            if pst.reasons and not pst.is_success():
+                diag.post_filter_msg = pst.message()
+            if result is not None:
+                nominate = result.nominated_node   # "" clears the pod's nomination
+        qi.unschedulable_plugins = diag.unschedulable_plugins
+        code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
+        st = Status(code, diag.message())
+        self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
+        self._record_cycle(a.t0, "unschedulable", fw)
+        return st
+
+    def _take_back(self, fw: Framework, attempts: list[Attempt]) -> None:
+        """Undo :meth:`_place` for pods that hold a node (a topology gang's domain that did not fit it):
+        Unreserve and forget each, last first. They were never reported and stay in the cycle."""
+        for a in reversed(attempts):
+            if a.node and a.state is not None:
+                self._release(fw, a.state, a.qi, a.node, quiet=True)
+                a.qi.released = False   # still in the cycle: the next try assumes it again
+                a.node = ""
+
+    def _requeue_if_stranded(self, qi: QueuedPodInfo) -> None:
+        """The last resort of the loop: a popped pod that an escaped exception left in flight, unassumed and
+        not waiting, goes to backoff (a pod waiting at Permit or binding has a task that reports it)."""
+        if self.queue.where.get(qi.uid) == "inflight" and not qi.released and not self.cache.is_assumed(qi.uid):
+            self.queue.requeue_failed(qi, unschedulable=False)
 
     def _cycle_raised(self, fw: Framework, qi: QueuedPodInfo, state: CycleState | None, node: str | None,
                       exc: Exception) -> Status:
@@ -387,14 +347,22 @@ class ScheduleOne:
         passed, st = fw.run_filter_with_nominated(state, pod, rows[i:i + 1], Diagnosis())
         return passed if st.is_success() and len(passed) else None
 
-    def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str) -> None:
-        """Give back what an assumed pod holds: Unreserve, forget, and tell the queue the room is free. Once."""
+    def _release(self, fw: Framework, state: CycleState, qi: QueuedPodInfo, node: str, quiet: bool = False) -> None:
+        """Give back what an assumed pod holds: Unreserve, forget, and tell the queue the room is free. Once.
+
+        ``quiet``: a topology gang's try taken back inside its group cycle; the room was never anyone
+        else's to miss, so no pod is requeued for it. A pod that binds with its gang (binding.py) fails
+        its gang's binds once released.
+        """
         if qi.released:
             return
         qi.released = True
         pod = qi.pod
         fw.run_unreserve(state, pod, node)
         self.cache.forget(pod)
+        if quiet:
+            return
+        self._released_from_gang_bind(qi.uid)
         # pods it blocked may fit now. The event carries the pod as assumed, on its node (upstream passes
         # assumedPod): hints such as NodeResourcesFit's ignore the delete of a pod that held no node.
         assumed = dataclasses.replace(pod, node_name=node)
@@ -430,7 +398,7 @@ class ScheduleOne:
 
     # ------------------------------------------------------------------ pods the cycle cannot use
 
-    def _refuse_unsupported(self, fw: Framework, qi: QueuedPodInfo, t0: float) -> Status | None:
+    def _refuse_unsupported(self, fw: Framework, qi: QueuedPodInfo, field_: str, why: Status, t0: float) -> Status:
         """Refuse a pod that uses a field this profile does not evaluate (see :func:`unsupported`).
 
         Unschedulable, UnschedulableAndUnresolvable, in upstream's FitError words (``0/N nodes are
@@ -439,15 +407,11 @@ class ScheduleOne:
         rejector, which no plugin registers events for, and waits for an update of its own or the
         periodic flush rather than being retried at every node or pod event.
         """
-        field_, why = unsupported(qi.pod, fw.gang is not None)
-        if not why:
-            return None
         qi.unschedulable_plugins = {field_}
-        msg = Diagnosis(num_all_nodes=len(self.cache.nodes), pre_filter_msg=why).message()
-        st = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, why)
-        self._fail(fw, qi, st, reason="Unschedulable", message=msg)
+        msg = Diagnosis(num_all_nodes=len(self.cache.nodes), pre_filter_msg=why.message()).message()
+        self._fail(fw, qi, why, reason="Unschedulable", message=msg)
         self._record_cycle(t0, "unschedulable", fw)
-        return st
+        return why
 
     def _pod_problem(self, pod: Pod) -> str:
         """Why the scheduler cannot use this pod ("" = fine): a parse problem, or a priority it cannot know.

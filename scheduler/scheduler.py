@@ -4,14 +4,18 @@ This module is the wiring (upstream's pkg/scheduler/scheduler.go): one
 :class:`Scheduler` holds the cache, the queue, one framework and handle per
 profile, and the indexes the plugins share; it starts the scheduling loop
 (:meth:`Scheduler.run`) and drains it (:meth:`Scheduler.stop`). Its behaviour
-comes from three mixins, one per upstream file:
+comes from mixins, one per upstream file:
 
 * :class:`~scheduler.eventhandlers.EventHandlers` (eventhandlers.py):
   informer events -> cache and queue;
 * :class:`~scheduler.schedule_one.ScheduleOne` (schedule_one.py): the
-  scheduling cycle and the group cycle, synchronous;
-* :class:`~scheduler.binding.Binding` (binding.py): the binding cycle and
-  failure handling.
+  scheduling cycle, synchronous; and :class:`~scheduler.groupcycle.GroupCycle`
+  (groupcycle.py, upstream's schedule_one_podgroup.go and algorithm_podgroup.go),
+  which builds on it: a gang's members back to back, a topology gang's domains
+  tried in turn;
+* :class:`~scheduler.binding.Binding` (binding.py): the binding cycle (a gang's
+  members bind together, once every member's PreBind succeeded) and failure
+  handling.
 
 Mixins rather than functions taking the scheduler keep the cycle's attribute
 and method lookups what they were on one class (nothing extra per pod). All
@@ -36,7 +40,7 @@ import logging
 import random
 from typing import Any, Awaitable, Callable
 
-from scheduler.binding import Binding
+from scheduler.binding import Binding, GangBind
 from scheduler.config import SchedulerConfig
 from scheduler.eventhandlers import EventHandlers
 from scheduler.framework.clock import Clock
@@ -47,14 +51,14 @@ from scheduler.model import Pod, PodDisruptionBudget
 from scheduler.executor import Preemption
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
-from scheduler.schedule_one import ScheduleOne
+from scheduler.groupcycle import GroupCycle
 from scheduler.state.cache import Cache
 from scheduler.state.spreadselectors import SpreadSelectors
 
 log = logging.getLogger("tandem.scheduler")
 
 
-class Scheduler(EventHandlers, ScheduleOne, Binding):
+class Scheduler(EventHandlers, GroupCycle, Binding):
     def __init__(self, config: SchedulerConfig, client: Any, events: Any = None, metrics: Any = None,
                  seed: int | None = None, *, clock: Clock) -> None:
         self.config = config
@@ -100,6 +104,9 @@ class Scheduler(EventHandlers, ScheduleOne, Binding):
         self._nominations: dict[str, str] = {}              # uid -> status.nominatedNodeName to write ("" = clear)
         self._condition_writers: set[str] = set()           # uids with a condition write under way
         self._sort_failures: dict[str, str] = {}            # uid -> the QueueSort failure already reported
+        # gangs bind together: uid -> the round of binds it is in, gang key -> its round still open (binding.py)
+        self._gang_binds: dict[str, GangBind] = {}
+        self._open_gang_binds: dict[str, GangBind] = {}
         # why a pod held at PreEnqueue waits, on the pod once the hold lasts (preenqueue.py, binding.py)
         self.reports = PreEnqueueReports(self.clock, self._held_at_pre_enqueue, self._pre_enqueue_again,
                                          self._publish_not_ready)

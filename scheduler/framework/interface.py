@@ -36,6 +36,9 @@ from scheduler.framework.nodetable import NodeTable
 from scheduler.framework.status import Code, Status
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+    from contextlib import AbstractContextManager
+
     from scheduler.framework.cycle_state import CycleState
     from scheduler.model import Pod
 
@@ -285,6 +288,30 @@ class GangPlugin(Plugin, Protocol):
         """A member's cycle failed: reject the waiting siblings; returns the message the members still in
         the queue get (FailedScheduling), or "" when the gang can still be whole without this member
         (quorum reached, or enough untried members left): the group cycle then goes on with the next."""
+        ...
+
+    def can_be_whole(self, key: str, unplaceable: "Collection[str]") -> bool:
+        """Can gang ``key`` still reach its quorum if the members ``unplaceable`` (uids) get no node? Changes
+        nothing: a topology gang's group cycle asks it in each domain it tries."""
+        ...
+
+    def reject_gang(self, pod: "Pod", why: str) -> str:
+        """``pod`` fits in no domain and its gang cannot be whole without it: reject the waiting siblings, start
+        the gang's backoff; returns the message its siblings get (``why``: the pod's own message)."""
+        ...
+
+    def give_up(self, key: str, msg: str) -> None:
+        """Gang ``key`` cannot be whole now for a reason of its own (no topology domain fits it): reject its
+        members waiting at Permit with ``msg`` and start its backoff."""
+        ...
+
+    def forget(self, key: str) -> None:
+        """Gang ``key`` is gone, its PodGroup and its pods: drop whatever is kept for it."""
+        ...
+
+    def trying(self, key: str) -> "AbstractContextManager[None]":
+        """While the group cycle tries one domain for gang ``key``: a member's Unreserve, when the try is taken
+        back, neither rejects the waiting siblings nor starts a backoff."""
         ...
 
 

@@ -1,29 +1,32 @@
-"""Topology-constrained gangs: the one domain of a node label that a whole gang goes into.
+"""Topology-constrained gangs: which domains of a node label a whole gang may go into, best first.
 
 A PodGroup with a topology key (the native API's ``schedulingConstraints.topology[0].key``, the CRD's
 annotation ``scheduling.tandem.dev/topology-key``) must have every member in one domain of that label,
 any label (zone, rack, block). kube-scheduler 1.36 (TopologyPlacementGenerator, PodGroupPodsCount)
-generates one placement per domain and runs the gang's pods through each in turn. tandem makes the
-choice in one pass of array work before the group cycle (:func:`choose_domain`):
+generates one placement per domain, runs the gang's pods through each and keeps the best. tandem's
+group cycle (scheduler/groupcycle.py) tries the domains this module ranks, best first, and keeps the
+first whose real member cycles place the gang; this module only ranks, with array work:
 
-* per member shape (members with the same requests), the node rows the pod passes PreFilter and
-  Filter on, computed as the group cycle computes them, and how many copies of it each of those
-  nodes holds (its free allocatable over the pod's requests, the pod count included);
-* per domain, the members it can take: the sum of those copies over its nodes (one ``bincount`` per
-  shape over the label column), capped at the members of that shape;
-* the choice: a domain that takes at least the members the gang still needs, scoring highest by
-  members it takes (upstream's PodGroupPodsCount); among equals the one with the least room to
-  spare (the tightest, so larger gangs keep the larger domains), then the first by name.
+* the caller gives, per group of members that schedule alike (:func:`scheduler.groupcycle.signature`),
+  the node rows the first of them passes PreFilter and Filter on and how many copies of it each of
+  those nodes holds (:func:`copies_per_node`: its free allocatable over the pod's requests, the pod
+  count included);
+* per domain, an upper bound of the members it can take: the sum of those copies over its nodes (one
+  ``bincount`` per group over the label column), capped at the members of that group, summed over the
+  groups. It is an upper bound, never an under-estimate: the group cycle learns the rest (volumes,
+  ports, siblings' affinity) by trying;
+* the candidates: the domains whose bound reaches the members the gang still needs, minus the domains
+  that already failed for this gang since the last cluster event that could change them; best first
+  by the bound (upstream's PodGroupPodsCount scores a placement by the members it takes), then the
+  least room to spare (the tightest, so larger gangs keep the larger domains), then the name.
 
 Members already on a node fix the domain to theirs (upstream: the required domain of a partly
-scheduled gang). The count is an estimate for gangs whose members differ in more than requests
-(affinity between siblings, host ports): the group cycle then runs in the chosen domain only, and
-a gang it cannot complete there fails that attempt whole, as any gang does. Never a Python loop
-over nodes; loops are over shapes and resources.
+scheduled gang). Never a Python loop over nodes; loops are over member groups and resources.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,19 +35,22 @@ from scheduler.framework.nodetable import R_PODS, NodeTable
 
 
 @dataclass(frozen=True, slots=True)
-class DomainChoice:
-    """The outcome of :func:`choose_domain`."""
+class DomainRanking:
+    """What :func:`rank_domains` found for one gang."""
 
     key: str                      # the topology label key
-    domain: str                   # the chosen value ("" when none fits)
-    mask: np.ndarray | None       # bool[nodes.n]: the chosen domain's rows (None when none fits)
-    domains: int                  # domains of the key among schedulable nodes (upstream's placements)
-    most: int                     # the most members any single domain can take
+    candidates: tuple[str, ...]   # the domains to try, best first
+    domains: int                  # domains of the key among the nodes (upstream's placement count)
+    most: int                     # the largest bound among the domains not tried (0 when all are candidates)
     need: int                     # the members the gang still needs placed
 
-    @property
-    def fits(self) -> bool:
-        return self.mask is not None
+    def mask(self, nodes: NodeTable, domain: str) -> np.ndarray:
+        """bool[nodes.n]: the rows of ``domain``."""
+        ids = nodes.label(self.key)
+        rid = nodes.label_id(self.key, domain) if ids is not None else 0
+        if not rid:
+            return np.zeros(nodes.n, dtype=bool)
+        return ids[: nodes.n] == rid
 
 
 def copies_per_node(nodes: NodeTable, rows: np.ndarray, requests: dict[str, int]) -> np.ndarray:
@@ -61,52 +67,55 @@ def copies_per_node(nodes: NodeTable, rows: np.ndarray, requests: dict[str, int]
     return out
 
 
-def choose_domain(nodes: NodeTable, key: str, shapes: list[tuple[np.ndarray, np.ndarray, int]], need: int,
-                  required: str | None = None) -> DomainChoice:
-    """The domain of label ``key`` the gang goes into (see the module docstring).
+def rank_domains(nodes: NodeTable, key: str, groups: list[tuple[np.ndarray, np.ndarray, int]], need: int,
+                 required: str | None = None, failed: Collection[str] = ()) -> DomainRanking:
+    """The domains of label ``key`` the gang may go into, best first (see the module docstring).
 
-    ``shapes``: per member shape, (feasible rows int64[k], copies per row int64[k], members of that
-    shape); ``need``: members the gang must still place (0 or less: any domain holding a member will do);
-    ``required``: the domain members already on a node fix ("" when they span none of the key's domains).
+    ``groups``: per group of members that schedule alike, (feasible rows int64[k], copies per row
+    int64[k], members in the group); ``need``: members the gang must still place (0 or less: its quorum
+    is placed already); ``required``: the domain members already on a node fix ("" when they span none
+    of the key's domains, or two), which is then the only candidate, whatever its bound; ``failed``:
+    domains that failed for this gang since the last cluster event that could change them (skipped).
     """
     ids = nodes.label(key)
     values = nodes.label_values(key)
     size = len(values)
-    valid_rows = nodes.rows()
     if ids is None or size <= 1:
-        return DomainChoice(key, "", None, 0, 0, need)
-    present = np.bincount(ids[valid_rows], minlength=size)
+        return DomainRanking(key, (), 0, 0, need)
+    present = np.bincount(ids[nodes.rows()], minlength=size)
     present[0] = 0                                                       # nodes without the key: no domain
     domains = int(np.count_nonzero(present))
     take = np.zeros(size, dtype=np.int64)
     room = np.zeros(size, dtype=np.int64)
-    for rows, copies, count in shapes:
+    for rows, copies, count in groups:
         per = np.bincount(ids[rows], weights=copies, minlength=size).astype(np.int64)
         per[0] = 0
         take += np.minimum(per, count)
         room += per
     if required is not None:
-        allowed = np.zeros(size, dtype=bool)
         rid = nodes.label_id(key, required) if required else 0
-        if rid:
-            allowed[rid] = True
-        take = np.where(allowed, take, 0)
-    most = int(take.max()) if size else 0
-    fits = (take >= max(need, 1)) & (present > 0)
-    if required is not None:
-        fits &= allowed
-    if not fits.any():
-        return DomainChoice(key, "", None, domains, most, need)
-    cand = np.flatnonzero(fits)
-    # highest take, then least room to spare, then the first by name
-    order = sorted(cand.tolist(), key=lambda v: (-int(take[v]), int(room[v] - take[v]), values[v]))
-    best = order[0]
-    mask = np.zeros(nodes.n, dtype=bool)
-    mask[: nodes.n] = ids[: nodes.n] == best
-    return DomainChoice(key, values[best], mask, domains, most, need)
+        if not rid or not present[rid] or required in failed:
+            return DomainRanking(key, (), domains, int(take[rid]) if rid else 0, need)
+        return DomainRanking(key, (required,), domains, 0, need)
+    ok = (take >= max(need, 1)) & (present > 0)
+    if failed:
+        skip = [nodes.label_id(key, v) for v in failed]
+        ok[[i for i in skip if i]] = False
+    cand = np.flatnonzero(ok)
+    rest = ~ok & (present > 0)
+    most = int(take[rest].max()) if rest.any() else 0
+    if not len(cand):
+        return DomainRanking(key, (), domains, most, need)
+    # best first: the largest bound, then the least room to spare, then the name (lexsort's last key leads)
+    names = np.array([values[i] for i in cand.tolist()], dtype=object)
+    order = np.lexsort((names, (room - take)[cand], -take[cand]))
+    return DomainRanking(key, tuple(names[order].tolist()), domains, most, need)
 
 
-def topology_message(choice: DomainChoice) -> str:
-    """tandem's numbers for a gang no single domain fits, appended to upstream's words on its pods."""
-    return (f'no single domain of topology key "{choice.key}" fits the pod group: it needs {choice.need} '
-            f"member(s) in one domain, and the most any of its {choice.domains} domain(s) can take is {choice.most}")
+def topology_message(ranking: DomainRanking, most: int) -> str:
+    """tandem's numbers for a gang no single domain fits, appended to upstream's words on its pods.
+
+    ``most``: the most members any domain took or could take (the group cycle's tries and the bounds of
+    the domains it did not try)."""
+    return (f'no single domain of topology key "{ranking.key}" fits the pod group: it needs {ranking.need} '
+            f"member(s) in one domain, and the most any of its {ranking.domains} domain(s) can take is {most}")

@@ -7,6 +7,9 @@ keep it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from scheduler.model import Pod, PodGroup
 
 
@@ -23,12 +26,16 @@ class GangIndex:
     Upkeep is O(1) per pod event; readers get live views (never mutate them).
     """
 
-    __slots__ = ("groups", "members", "placed", "crd_served")
+    __slots__ = ("groups", "members", "placed", "crd_served", "_failed_domains")
 
     def __init__(self) -> None:
         self.groups: dict[str, PodGroup] = {}
         self.members: dict[str, set[str]] = {}
         self.placed: dict[str, dict[str, str]] = {}
+        # key -> the topology domains the gang's group cycle tried and could not fit it in, since the last
+        # cluster event that could change that, each with the plugins that turned members away there
+        # (scheduler/groupcycle.py; the queue forgets them)
+        self._failed_domains: dict[str, dict[str, frozenset[str]]] = {}
         # does the API server serve scheduler-plugins' PodGroup CRD? The App says so after discovery, before
         # any pod arrives; until then (and in tests that build a scheduler alone) it is assumed served
         self.crd_served = True
@@ -43,6 +50,22 @@ class GangIndex:
         """Members of ``key`` on a node, bound or assumed: uid -> node."""
         return self.placed.get(key, _NO_PLACED)
 
+    def failed_domains(self, key: str) -> Mapping[str, frozenset[str]]:
+        """The topology domains gang ``key`` was tried in and did not fit, since a cluster event could change it,
+        each with the plugins that turned its members away there (whose events may change that)."""
+        return self._failed_domains.get(key, _NO_DOMAINS)
+
+    # ------------------------------------------------------------------ the group cycle's memory
+
+    def domain_failed(self, key: str, domain: str, plugins: frozenset[str]) -> None:
+        """Remember that gang ``key`` does not fit in ``domain`` (its group cycle tried it; ``plugins`` said no)."""
+        if key in self.groups:
+            self._failed_domains.setdefault(key, {})[domain] = plugins
+
+    def forget_failed_domains(self, key: str) -> None:
+        """A cluster event may have changed what fits where: every domain is worth a try again."""
+        self._failed_domains.pop(key, None)
+
     # ------------------------------------------------------------------ upkeep
 
     def set_group(self, pg: PodGroup) -> None:
@@ -50,6 +73,7 @@ class GangIndex:
 
     def remove_group(self, key: str) -> None:
         self.groups.pop(key, None)
+        self._failed_domains.pop(key, None)
 
     def update_membership(self, old: Pod | None, new: Pod | None) -> None:
         """A pod was added (old None), updated, or deleted (new None): keep ``members`` in step."""
@@ -77,3 +101,4 @@ class GangIndex:
 
 _NO_MEMBERS: set[str] = set()
 _NO_PLACED: dict[str, str] = {}
+_NO_DOMAINS: Mapping[str, frozenset[str]] = MappingProxyType({})

@@ -17,6 +17,7 @@ from scheduler.config import parse_config
 from scheduler.framework.clock import Clock
 from scheduler.queue import QueuedPodInfo
 from scheduler.scheduler import Scheduler
+from tests.support.inprocess import FakeEvents
 
 SCHED = "tandem-scheduler"
 
@@ -38,18 +39,6 @@ class SlowAPI:
 
     async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.conditions.append((name, patch["status"]["conditions"][0]["reason"]))
-
-
-class FakeEvents:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str]] = []   # (pod name, reason, note)
-
-    def for_profile(self, scheduler_name: str) -> FakeEvents:
-        return self
-
-    def record(self, regarding: Any, type_: str, reason: str, action: str, note: str, controller: Any = None,
-               **kw: Any) -> None:
-        self.recorded.append((regarding.name, reason, note))
 
 
 def scheduler(api: SlowAPI, events: FakeEvents | None = None) -> Scheduler:

@@ -55,7 +55,8 @@ def test_every_upstream_extension_point_in_the_configuration_is_a_declarable_poi
     pytest.param("Reserve", ("reserve", "unreserve"), id="Reserve needs reserve and unreserve"),
     pytest.param("QueueSort", ("sort_key",), id="QueueSort needs sort_key"),
     pytest.param("NormalizeScore", ("normalize",), id="NormalizeScore needs normalize"),
-    pytest.param("Gang", ("gang_key", "gang_failed"), id="Gang needs gang_key and gang_failed"),
+    pytest.param("Gang", ("gang_key", "gang_failed", "can_be_whole", "reject_gang", "give_up", "forget", "trying"),
+                 id="Gang needs its group cycle's hooks"),
     pytest.param("Bind", ("bind",), id="Bind needs bind"),
 ])
 def test_point_methods_come_from_the_protocols(point: str, methods: tuple[str, ...]) -> None:
@@ -184,6 +185,16 @@ class _FilterScoreGang:
     def gang_key(self, pod: Any) -> str | None: ...
 
     def gang_failed(self, pod: Any, status: Status) -> str: ...
+
+    def can_be_whole(self, key: str, unplaceable: Any) -> bool: ...
+
+    def reject_gang(self, pod: Any, why: str) -> str: ...
+
+    def give_up(self, key: str, msg: str) -> None: ...
+
+    def forget(self, key: str) -> None: ...
+
+    def trying(self, key: str) -> Any: ...
 
     async def run(self) -> None: ...
 
