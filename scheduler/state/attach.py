@@ -22,6 +22,12 @@ are kept by their volume references (claims, inline disks) and a node's
 counts are recomputed from them when a claim, PersistentVolume, StorageClass,
 CSINode or VolumeAttachment it depends on changes: O(the node's volumes).
 
+Claims and volumes are read in the API view (``Volumes.api_claims`` and
+``api_volumes``, not the assumed view): the counts are recomputed at the
+informer events that change what a claim or volume counts as, so they must
+read what those events changed (an assumption changes nothing counted here:
+a claim's selected-node, a volume's claimRef).
+
 Kept by the cache (state/cache.py) from pod placements and by the informer
 handlers (eventhandlers.py); plugins read it through ``Handle.attachments`` and
 never mutate it.
@@ -170,7 +176,7 @@ class Attachments:
         """getCSIDriverInfo: the bound PV's CSI source (or its migrated in-tree one); without a PV, the class's
         provisioner (getCSIDriverInfoFromSC); None when it does not count."""
         if pvc.volume_name:
-            pv = self._volumes.volumes.get(pvc.volume_name)
+            pv = self._volumes.api_volumes.get(pvc.volume_name)
             if pv is not None:
                 if pv.csi_driver:
                     return (pv.csi_unique, pv.csi_driver, "") if pv.csi_handle else None
@@ -195,14 +201,14 @@ class Attachments:
     def _resolve(self, ref: Ref) -> Resolved | None:
         if ref[0] == "inline":
             return self.resolve_inline(ref[1], ref[2])
-        pvc = self._volumes.claim_by_key(ref[1])
+        pvc = self._volumes.api_claims.get(ref[1])
         return None if pvc is None else self.resolve_claim(pvc)
 
     def _resolve_va(self, va: VolumeAttachment) -> str | None:
         """getNodeVolumeAttachmentInfo: ``<attacher>/<the PV's volumeHandle>`` for a CSI PV; None otherwise."""
         if not va.attacher or not va.pv_name:
             return None
-        pv = self._volumes.volumes.get(va.pv_name)
+        pv = self._volumes.api_volumes.get(va.pv_name)
         if pv is None or not pv.csi_driver:
             return None
         return f"{va.attacher}/{pv.csi_handle}"
@@ -430,7 +436,7 @@ class Attachments:
         return self._claim_nodes
 
     def _track_claim(self, key: str) -> None:
-        pvc = self._volumes.claim_by_key(key)
+        pvc = self._volumes.api_claims.get(key)
         if pvc is not None and pvc.volume_name:
             self._claim_pv[key] = pvc.volume_name
             self._pv_claims.setdefault(pvc.volume_name, set()).add(key)
@@ -466,7 +472,7 @@ class Attachments:
         """A StorageClass was added or deleted: recount the nodes of placed pods' claims of that class (rare)."""
         nodes: set[str] = set()
         for key, users in self._claim_index().items():
-            pvc = self._volumes.claim_by_key(key)
+            pvc = self._volumes.api_claims.get(key)
             if pvc is not None and pvc.storage_class == name:
                 nodes.update(users)
         for node in nodes:

@@ -260,14 +260,14 @@ def test_a_claim_that_binds_is_recounted_under_its_volume() -> None:
     row = cache.nodes.row(NODE)
     assert att.used[row, col] == 1, "counted by its class's provisioner while unbound"
     # the claim binds to csi-ebs-0: now it is that volume, and a pod of csi-ebs-0 adds nothing there
-    cache.volumes.claims["ns/csi-4"] = parse_pvc({"metadata": {"name": "csi-4", "namespace": "ns"},
+    cache.volumes.api_claims["ns/csi-4"] = parse_pvc({"metadata": {"name": "csi-4", "namespace": "ns"},
                                                   "spec": {"storageClassName": SC, "volumeName": f"csi-{EBS}-0"}})
     att.claim_changed("ns/csi-4")
     assert att.used[row, col] == 1
     assert verdict(cache, EBS_ONE) is None
     assert verdict(cache, pod("q", f"csi-{EBS}-1")) == EXCEED
     # its volume's handle changes (a PV recreated): counted under the new handle
-    cache.volumes.volumes[f"csi-{EBS}-0"] = parse_pv({"metadata": {"name": f"csi-{EBS}-0"},
+    cache.volumes.api_volumes[f"csi-{EBS}-0"] = parse_pv({"metadata": {"name": f"csi-{EBS}-0"},
                                                       "spec": {"csi": {"driver": EBS, "volumeHandle": "other"}}})
     att.volume_changed(f"csi-{EBS}-0")
     assert att.where.get(f"{EBS}/other") == {NODE}
