@@ -22,9 +22,9 @@ The per-node counts are columns (``handle.attachments``); Filter resolves only
 the pod's volumes (its claims read in the assumed view, as by every plugin in
 the cycle; upstream reads its lister, and an assumption changes nothing counted)
 and compares arrays over the rows. PreFilter settles the
-common case, a pod whose volumes, counted as new on every node, fit the kept
-lower bound of every node's headroom, with Skip (the same verdict: every
-node passes), while no pod is nominated. Preemption's dry runs
+common case, a pod whose volumes, counted as new on every node, fit the
+least headroom of any node (kept per driver), with Skip (the same verdict:
+every node passes), while no pod is nominated. Preemption's dry runs
 adjust the counts of the rows they change through AddPod/RemovePod (upstream
 reads the dry run's NodeInfo instead); those few rows are recounted exactly.
 """
