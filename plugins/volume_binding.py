@@ -11,7 +11,9 @@ pvcCache and pvCache), so a volume an earlier cycle took is taken; PreBind's wai
   and unbound immediate (``pod has unbound immediate PersistentVolumeClaims``: the PV controller binds
   those, a claim only pre-bound included). A generic ephemeral volume's claim is ``<pod>-<volume>``. A
   missing claim, a lost one, one being deleted, or an ephemeral one not created for this pod is
-  UnschedulableAndUnresolvable with upstream's words. It returns no PreFilterResult, as kube-scheduler
+  UnschedulableAndUnresolvable with upstream's words; as upstream (podHasPVCs before GetPodVolumeClaims),
+  every claim is checked for these before any for its binding, so they are named before an unbound
+  immediate claim that comes earlier in the pod. It returns no PreFilterResult, as kube-scheduler
   1.36.2 does not narrow the nodes for a bound volume pinned by hostname either (seen on a real control
   plane: a pod whose local volume is on a full node reads "3 Insufficient cpu" on 3 nodes, not "2
   node(s) didn't satisfy plugin(s) [VolumeBinding]"; tests/integration/test_messages_kube_scheduler.py).
@@ -185,11 +187,14 @@ class VolumeBinding:
         return None, _OK
 
     def _claims(self, pod: Pod) -> tuple[Status, _Claims]:
-        """podHasPVCs and GetPodVolumeClaims: the first claim problem (in volume order), or the claims sorted."""
+        """podHasPVCs, then GetPodVolumeClaims, as upstream's PreFilter runs them: first every claim must exist,
+        not be lost or being deleted, and (a generic ephemeral volume's) be the pod's, the first problem in
+        volume order deciding; only then are the claims sorted by binding, any unbound immediate one refusing
+        the pod. So a missing claim is named even after an unbound immediate one. Both passes read the assumed
+        view (upstream's first reads the lister: the same fields, an assumption adds only selected-node)."""
         store = self.handle.volumes
-        bound: list[PersistentVolumeClaim] = []
-        delayed: list[PersistentVolumeClaim] = []
         ephemeral = pod.ephemeral_pvcs
+        pvcs: list[PersistentVolumeClaim] = []
         for name, key in zip(pod.pvcs, pod.claim_keys):
             pvc = store.assumed_claim_by_key(key)
             is_ephemeral = name in ephemeral
@@ -207,6 +212,10 @@ class VolumeBinding:
                 # ephemeral.VolumeIsForPod
                 return Status(_UNRESOLVABLE, f"PVC {pvc.key} was not created for pod {pod.key} "
                                              "(pod is not owner)"), _NONE
+            pvcs.append(pvc)
+        bound: list[PersistentVolumeClaim] = []
+        delayed: list[PersistentVolumeClaim] = []
+        for pvc in pvcs:
             if pvc.bound:
                 bound.append(pvc)
                 continue
