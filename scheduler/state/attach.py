@@ -7,7 +7,7 @@ whose volume no pod there uses, and compares with the CSINode's
 ``allocatable.count``. Here that count is kept per node as columns aligned
 with the node table's rows (``limit``: -1 where the node's CSINode sets no
 count for the driver; ``used``: the node's unique volumes of the driver), and
-``where`` names the nodes whose pods use each volume, so that a cycle only
+``nodes_using`` names the nodes whose pods use each volume, so that a cycle only
 resolves the new pod's few volumes and does array work over the rows.
 
 What a volume counts as (:meth:`Attachments.resolve_claim`): a claim bound to
@@ -88,7 +88,7 @@ class Attachments:
         self._claim_pv: dict[str, str] = {}               # such a claim -> the PV it named when last seen
         self._pv_claims: dict[str, set[str]] = {}
         self._counted: dict[str, set[str]] = {}           # node -> the unique volumes its pods use
-        self._where: dict[str, set[str]] = {}             # unique volume -> nodes whose pods use it
+        self._nodes_using: dict[str, set[str]] = {}             # unique volume -> nodes whose pods use it
         self._drivers: dict[str, int] = {}                 # driver -> column
         # driver -> how many CSINodes set a count for it: a pod none of whose drivers is here fits every node
         # without a look at the counts (most clusters: CSI volumes with no attach limit, or none at all); the
@@ -110,7 +110,7 @@ class Attachments:
     @property
     def counting(self) -> bool:
         """Are the counts kept? Only while some CSINode sets a count for some driver; otherwise nothing reads
-        them, every column holds "no limit, nothing used" and ``where``/``counted`` are empty."""
+        them, every column holds "no limit, nothing used" and ``nodes_using`` and ``counted`` are empty."""
         return bool(self.limited)
 
     @property
@@ -129,9 +129,9 @@ class Attachments:
         return self._migrated
 
     @property
-    def where(self) -> dict[str, set[str]]:
+    def nodes_using(self) -> dict[str, set[str]]:
         """Unique volume -> the nodes whose pods use it."""
-        return self._where
+        return self._nodes_using
 
     @property
     def headroom(self) -> np.ndarray:
@@ -248,7 +248,7 @@ class Attachments:
     def rows_using(self, unique: str) -> list[int]:
         """The rows whose pods use ``unique`` (few: a volume is attached to one node, or a handful)."""
         rows = []
-        for node in self._where.get(unique, ()):
+        for node in self._nodes_using.get(unique, ()):
             r = self._nodes.row(node)
             if r is not None:
                 rows.append(r)
@@ -285,18 +285,18 @@ class Attachments:
             self._write_counts(node)
 
     def _write_counts(self, node: str) -> None:
-        """Recompute ``node``'s counts, its row and ``where`` from what it holds now."""
+        """Recompute ``node``'s counts, its row and ``nodes_using`` from what it holds now."""
         per_driver, counted = self.node_counts(node)
         old = self._counted.get(node, set())
         new = counted
         for u in old - new:
-            s = self._where.get(u)
+            s = self._nodes_using.get(u)
             if s is not None:
                 s.discard(node)
                 if not s:
-                    del self._where[u]
+                    del self._nodes_using[u]
         for u in new - old:
-            self._where.setdefault(u, set()).add(node)
+            self._nodes_using.setdefault(u, set()).add(node)
         if new:
             self._counted[node] = new
         else:
@@ -361,7 +361,7 @@ class Attachments:
         self._headroom[:] = NO_LIMIT
         self._least = [NO_LIMIT] * len(self._least)
         self._counted.clear()
-        self._where.clear()
+        self._nodes_using.clear()
 
     def place(self, pod: Pod, node: str) -> None:
         refs = pod.volume_refs
@@ -407,7 +407,7 @@ class Attachments:
             return True
         if counted is None:
             counted = self._counted[node] = set()
-        where = self._where
+        nodes_using = self._nodes_using
         for unique, driver in adds.items():
             c = self._col(driver)
             self._used[row, c] += 1
@@ -417,9 +417,9 @@ class Attachments:
                 if left < self._least[c]:
                     self._least[c] = left
             counted.add(unique)
-            nodes = where.get(unique)
+            nodes = nodes_using.get(unique)
             if nodes is None:
-                where[unique] = {node}
+                nodes_using[unique] = {node}
             else:
                 nodes.add(node)
         return True

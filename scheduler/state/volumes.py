@@ -193,7 +193,7 @@ class Volumes:
         self._pvc_assumptions: dict[str, PersistentVolumeClaim] = {}
         # the index
         self._tables: dict[str, _Table] = {}
-        self._where: dict[str, tuple[str, int]] = {}            # volume name -> (class, slot)
+        self._slot_of: dict[str, tuple[str, int]] = {}          # volume name -> (class, slot)
         self._groups: list[_Group | None] = []
         self._group_ids: dict[Any, int] = {}
         self._free_groups: list[int] = []
@@ -343,16 +343,16 @@ class Volumes:
             self._claim_ids.pop(key, None)
 
     def _index(self, pv: PersistentVolume) -> None:
-        where = self._where.get(pv.name)
-        if where is not None and where[0] != pv.storage_class:
+        at = self._slot_of.get(pv.name)
+        if at is not None and at[0] != pv.storage_class:
             self._unindex(pv.name)
-            where = None
+            at = None
         t = self._tables.get(pv.storage_class)
         if t is None:
             t = self._tables[pv.storage_class] = _Table()
-        slot = t.put(None if where is None else where[1], pv.name)
-        self._where[pv.name] = (pv.storage_class, slot)
-        if where is not None and t.capacity[slot] != pv.capacity:
+        slot = t.put(None if at is None else at[1], pv.name)
+        self._slot_of[pv.name] = (pv.storage_class, slot)
+        if at is not None and t.capacity[slot] != pv.capacity:
             t._rank = None
         t.capacity[slot] = pv.capacity
         t.access[slot] = access_bits(pv.access_modes)
@@ -361,28 +361,28 @@ class Volumes:
         t.available[slot] = pv.phase == VOLUME_AVAILABLE
         t.deleting[slot] = pv.deleting
         ref = pv.claim_ref
-        old_claim = int(t.claimed[slot]) if where is not None else 0
+        old_claim = int(t.claimed[slot]) if at is not None else 0
         t.claimed[slot] = 0 if ref is None else self._claim_id(f"{ref.namespace}/{ref.name}")
         self._release_claim_id(old_claim)
         gid = self._group_of(pv.node_affinity_terms)
-        old = int(t.group[slot]) if where is not None else -1
+        old = int(t.group[slot]) if at is not None else -1
         if old != gid:
             self._groups[gid].users += 1  # type: ignore[union-attr]
             if old >= 0:
                 self._release_group(old)
             t.group[slot] = gid
-        if where is None or t.labels[slot] != pv.labels:
+        if at is None or t.labels[slot] != pv.labels:
             t.version += 1   # (a binding, assumed or real, leaves the selector masks as they are)
         t.labels[slot] = pv.labels
 
     def _unindex(self, name: str) -> None:
-        where = self._where.pop(name, None)
-        if where is None:
+        at = self._slot_of.pop(name, None)
+        if at is None:
             return
-        t = self._tables[where[0]]
-        self._release_group(int(t.group[where[1]]))
-        self._release_claim_id(int(t.claimed[where[1]]))
-        t.claimed[where[1]] = 0
+        t = self._tables[at[0]]
+        self._release_group(int(t.group[at[1]]))
+        self._release_claim_id(int(t.claimed[at[1]]))
+        t.claimed[at[1]] = 0
         t.drop(name)
 
     # ------------------------------------------------------------------ affinity groups
@@ -510,10 +510,10 @@ class Volumes:
 
     def admits(self, pv_name: str, rows: np.ndarray) -> np.ndarray:
         """bool[k]: can volume ``pv_name`` be used from each of ``rows`` (its node affinity)?"""
-        where = self._where.get(pv_name)
-        if where is None:
+        at = self._slot_of.get(pv_name)
+        if at is None:
             return np.zeros(len(rows), dtype=bool)
-        return self._group_admits(int(self._tables[where[0]].group[where[1]]), rows)
+        return self._group_admits(int(self._tables[at[0]].group[at[1]]), rows)
 
     def _group_admits(self, gid: int, rows: np.ndarray) -> np.ndarray:
         r = int(self._group_row[gid])

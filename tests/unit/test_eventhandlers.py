@@ -317,7 +317,7 @@ def test_csinodes_attachments_and_claims_binding_keep_the_attach_counts_and_requ
     va = {"metadata": {"name": "va"}, "spec": {"nodeName": "n1", "attacher": driver,
                                                "source": {"persistentVolumeName": "pv"}}}
     s.on_volume_attachment_add(va)
-    assert att.where == {f"{driver}/vol-1": {"n1"}} and att.used[row, att.drivers[driver]] == 1
+    assert att.nodes_using == {f"{driver}/vol-1": {"n1"}} and att.used[row, att.drivers[driver]] == 1
     s.on_pod_add(_claim_pod("p", "held"))
     qi = s.queue.infos["uid-p"]
     s.queue._set_where("uid-p", "inflight")

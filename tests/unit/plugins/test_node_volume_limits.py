@@ -271,9 +271,9 @@ def test_a_claim_that_binds_is_recounted_under_its_volume() -> None:
     cache.volumes.api_volumes[f"csi-{EBS}-0"] = parse_pv({"metadata": {"name": f"csi-{EBS}-0"},
                                                       "spec": {"csi": {"driver": EBS, "volumeHandle": "other"}}})
     att.volume_changed(f"csi-{EBS}-0")
-    assert att.where.get(f"{EBS}/other") == {NODE}
+    assert att.nodes_using.get(f"{EBS}/other") == {NODE}
     cache.remove_pod(PENDING)
-    assert att.used[row, col] == 0 and att.where == {} and att.counted == {}
+    assert att.used[row, col] == 0 and att.nodes_using == {} and att.counted == {}
 
 
 def test_the_claims_users_are_logged_at_placement_and_indexed_when_a_claim_or_volume_event_needs_them() -> None:
@@ -324,7 +324,7 @@ def test_while_no_csinode_sets_a_count_nothing_is_counted_and_a_count_that_arriv
     att = cache.attachments
     row = cache.nodes.row(NODE)
     assert not att.counting and att.limited == {}
-    assert att.counted == {} and att.where == {} and not att.used.any(), "the placement counted nothing"
+    assert att.counted == {} and att.nodes_using == {} and not att.used.any(), "the placement counted nothing"
     assert verdict(cache, EBS_ONE) is None
     cn = csinode("csinode", 2, [EBS])
     assert cn is not None
@@ -336,7 +336,7 @@ def test_while_no_csinode_sets_a_count_nothing_is_counted_and_a_count_that_arriv
     assert verdict(cache, EBS_ONE) == EXCEED
     att.remove_csinode(NODE)
     assert not att.counting and att.limited == {}
-    assert att.counted == {} and att.where == {} and not att.used.any() and (att.limit == -1).all(), "forgotten"
+    assert att.counted == {} and att.nodes_using == {} and not att.used.any() and (att.limit == -1).all(), "forgotten"
     assert att.fits_everywhere(col, 1_000)
     cache.add_pod(parse_pod(EBS_ONE.raw | {"spec": EBS_ONE.raw["spec"] | {"nodeName": NODE}}))
     assert not att.used.any(), "nothing counted again"
@@ -357,7 +357,7 @@ def test_a_placement_counted_in_place_gives_what_a_recount_gives(placed: tuple[P
 
     def snapshot() -> tuple[Any, ...]:
         return (att.used[row].tolist(), att.headroom[row].tolist(), {n: set(v) for n, v in att.counted.items()},
-                {u: set(v) for u, v in att.where.items()}, list(att._least))
+                {u: set(v) for u, v in att.nodes_using.items()}, list(att._least))
 
     for p in placed:
         cache.add_pod(parse_pod(p.raw | {"spec": p.raw["spec"] | {"nodeName": NODE}}))
@@ -403,10 +403,10 @@ def test_reading_the_counts_changes_nothing_and_finds_every_change_counted() -> 
     before = held(att)
     got = (att.counting, att.limit[row].tolist(), att.used[row].tolist(), att.migrated[row].tolist(),
            att.headroom[row].tolist(), dict(att.drivers), {n: set(v) for n, v in att.counted.items()},
-           {u: set(v) for u, v in att.where.items()})
+           {u: set(v) for u, v in att.nodes_using.items()})
     fits = [att.fits_everywhere(c, need) for c in range(len(att.drivers)) for need in (0, 1, 2, 3, 5, 1_000)]
     att.volumes_fit_everywhere([att.resolve_inline(EBS_IN_TREE, "x"), (f"{EBS}/y", EBS, "")])
-    for unique in (*att.where, "nobody/none"):
+    for unique in (*att.nodes_using, "nobody/none"):
         att.rows_using(unique)
     att.node_counts(NODE, {("claim", f"ns/csi-{EBS}-1"): -1})
     att.limits_on(NODE), att.migrated_on(NODE), att.resolve_claim(cache.volumes.api_claims["ns/csi-4"])
