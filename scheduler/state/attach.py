@@ -429,17 +429,20 @@ class Attachments:
         on = self._refs.get(node)
         if not refs or on is None:
             return
+        gone = False
         for ref in refs:
             n = on.get(ref, 0) - 1
             if n > 0:
                 on[ref] = n
             else:
                 on.pop(ref, None)
+                gone = True
             if ref[0] == "claim":
                 self._claim_log.append((ref[1], node, -1))
         if not on:
             del self._refs[node]
-        self.recount(node)
+        if gone:   # a reference other pods there still hold changes no count
+            self.recount(node)
 
     def _take_in_claim_log(self) -> None:
         """Mutates: apply what was logged since to the index of the nodes whose placed pods use each claim

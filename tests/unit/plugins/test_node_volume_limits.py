@@ -442,6 +442,11 @@ def test_the_least_headroom_of_each_driver_is_exact_after_every_change() -> None
     one, two = pod("one", f"csi-{EBS}-0", node="b"), pod("two", f"csi-{EBS}-1", f"csi-{EBS}-2", node="a")
     cache.add_pod(one)
     assert least() == 1
+    sharer = pod("sharer", f"csi-{EBS}-0", node="b")   # the same claim, on the same node: nothing new
+    cache.add_pod(sharer)
+    assert least() == 1
+    cache.remove_pod(sharer)
+    assert least() == 1 and att.used[cache.nodes.row("b"), ebs] == 1, "one still uses it"
     cache.add_pod(two)
     assert least() == 1 and att.fits_everywhere(ebs, 1) and not att.fits_everywhere(ebs, 2)
     cache.remove_pod(one)
