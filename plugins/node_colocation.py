@@ -166,7 +166,7 @@ class NodeColocation:
         volumes = self.handle.volumes
         pinned: dict[str, str] = {}   # node -> the claim that holds it
         for key in runs.claim_keys(pod, self.label):
-            claim = volumes.claim(key[2], key[3])
+            claim = volumes.assumed_claim(key[2], key[3])
             if claim is not None and "ReadWriteOnce" not in claim.access_modes:
                 continue   # ReadWriteMany / ReadOnlyMany workspaces need no common node
             what = f"PersistentVolumeClaim {key[2]}/{key[3]}"

@@ -19,10 +19,12 @@ error, as upstream. Upstream's alpha VolumeLimitScaling (a CSIDriver's
 ``preventPodSchedulingIfMissing``) is off by default in 1.36 and not done.
 
 The per-node counts are columns (``handle.attachments``); Filter resolves only
-the pod's volumes and compares arrays over the rows. PreFilter settles the
-common case, a pod whose volumes, counted as new on every node, fit the kept
-lower bound of every node's headroom, with Skip (the same verdict: every
-node passes), while no pod is nominated. Preemption's dry runs
+the pod's volumes (its claims read in the assumed view, as by every plugin in
+the cycle; upstream reads its lister, and an assumption changes nothing counted)
+and compares arrays over the rows. PreFilter settles the
+common case, a pod whose volumes, counted as new on every node, fit the
+least headroom of any node (kept per driver), with Skip (the same verdict:
+every node passes), while no pod is nominated. Preemption's dry runs
 adjust the counts of the rows they change through AddPod/RemovePod (upstream
 reads the dry run's NodeInfo instead); those few rows are recounted exactly.
 """
@@ -96,7 +98,7 @@ class NodeVolumeLimits:
         ephemeral = pod.ephemeral_pvcs
         found: dict[str, tuple[str, str, str]] = {}
         for name, key in zip(pod.pvcs, pod.claim_keys):
-            pvc = store.claim_by_key(key)
+            pvc = store.assumed_claim_by_key(key)
             if pvc is None:
                 # upstream finds this in Filter, for every node: counted per node in the message
                 state.write(STATE_KEY, _State(error=Status(
@@ -235,7 +237,7 @@ class NodeVolumeLimits:
         if va.pv_name:
             store = self.handle.volumes
             for name in pod.pvcs:
-                pvc = store.claim(pod.namespace, name)
+                pvc = store.assumed_claim(pod.namespace, name)
                 if pvc is not None and pvc.volume_name == va.pv_name:
                     return QueueingHint.QUEUE
             return QueueingHint.SKIP

@@ -1,14 +1,19 @@
 """VolumeBinding: a pod's PersistentVolumeClaims must be usable where it is placed, and are bound for it.
 
 Upstream's plugin (pkg/scheduler/framework/plugins/volumebinding, 1.36) with its binder (binder.go), over
-tandem's PV index and assume cache (scheduler/state/volumes.py, through ``handle.volumes``):
+tandem's PV index and assume cache (scheduler/state/volumes.py, through ``handle.volumes``). PreFilter, Filter
+and Reserve read claims and volumes in the assumed view (``assumed_claim_by_key``, ``assumed_volume``: upstream's
+pvcCache and pvCache), so a volume an earlier cycle took is taken; PreBind's wait reads the API view
+(``api_claims``, ``api_volumes``: GetAPIPVC/GetAPIPV), since it waits for the API to confirm those assumptions.
 
 * **PreFilter** sorts the pod's claims (GetPodVolumeClaims): bound (a volume named and the PV controller's
   bind-completed annotation), unbound with delayed binding (a WaitForFirstConsumer class, no volume named),
   and unbound immediate (``pod has unbound immediate PersistentVolumeClaims``: the PV controller binds
   those, a claim only pre-bound included). A generic ephemeral volume's claim is ``<pod>-<volume>``. A
   missing claim, a lost one, one being deleted, or an ephemeral one not created for this pod is
-  UnschedulableAndUnresolvable with upstream's words. It returns no PreFilterResult, as kube-scheduler
+  UnschedulableAndUnresolvable with upstream's words; as upstream (podHasPVCs before GetPodVolumeClaims),
+  every claim is checked for these before any for its binding, so they are named before an unbound
+  immediate claim that comes earlier in the pod. It returns no PreFilterResult, as kube-scheduler
   1.36.2 does not narrow the nodes for a bound volume pinned by hostname either (seen on a real control
   plane: a pod whose local volume is on a full node reads "3 Insufficient cpu" on 3 nodes, not "2
   node(s) didn't satisfy plugin(s) [VolumeBinding]"; tests/integration/test_messages_kube_scheduler.py).
@@ -29,7 +34,7 @@ tandem's PV index and assume cache (scheduler/state/volumes.py, through ``handle
 * **PreBind** (BindPodVolumes), in the binding task, writes as kube-scheduler does: the volume's claimRef
   (with the claim's uid) and ``pv.kubernetes.io/bound-by-controller: "yes"``, the claim's selected-node,
   each an update with the resourceVersion read (a conflict fails the attempt); then waits until the PV
-  controller has bound every claim (checkBindings, on the informers' objects), re-checking at each PV or
+  controller has bound every claim (checkBindings, on the API view), re-checking at each PV or
   PVC event (and at least once a second of the injected clock, for deletions of the pod or node), up to
   ``bindTimeoutSeconds``. A timeout, a conflict or a binding undone is an error: the binding cycle
   unreserves and requeues the pod, with upstream's text (``running PreBind plugin "VolumeBinding": binding
@@ -175,20 +180,23 @@ class VolumeBinding:
         if not claims.delayed:
             vols = self.handle.volumes
             for c in claims.bound:
-                pv = vols.volume(c.volume_name)
+                pv = vols.assumed_volume(c.volume_name)
                 if pv is None or pv.node_affinity_terms is not None:
                     return None, _OK
             return None, _SKIP   # every claim bound to a volume usable from any node: nothing to filter
         return None, _OK
 
     def _claims(self, pod: Pod) -> tuple[Status, _Claims]:
-        """podHasPVCs and GetPodVolumeClaims: the first claim problem (in volume order), or the claims sorted."""
+        """podHasPVCs, then GetPodVolumeClaims, as upstream's PreFilter runs them: first every claim must exist,
+        not be lost or being deleted, and (a generic ephemeral volume's) be the pod's, the first problem in
+        volume order deciding; only then are the claims sorted by binding, any unbound immediate one refusing
+        the pod. So a missing claim is named even after an unbound immediate one. Both passes read the assumed
+        view (upstream's first reads the lister: the same fields, an assumption adds only selected-node)."""
         store = self.handle.volumes
-        bound: list[PersistentVolumeClaim] = []
-        delayed: list[PersistentVolumeClaim] = []
         ephemeral = pod.ephemeral_pvcs
+        pvcs: list[PersistentVolumeClaim] = []
         for name, key in zip(pod.pvcs, pod.claim_keys):
-            pvc = store.claim_by_key(key)
+            pvc = store.assumed_claim_by_key(key)
             is_ephemeral = name in ephemeral
             if pvc is None:
                 if is_ephemeral:
@@ -204,6 +212,10 @@ class VolumeBinding:
                 # ephemeral.VolumeIsForPod
                 return Status(_UNRESOLVABLE, f"PVC {pvc.key} was not created for pod {pod.key} "
                                              "(pod is not owner)"), _NONE
+            pvcs.append(pvc)
+        bound: list[PersistentVolumeClaim] = []
+        delayed: list[PersistentVolumeClaim] = []
+        for pvc in pvcs:
             if pvc.bound:
                 bound.append(pvc)
                 continue
@@ -249,7 +261,7 @@ class VolumeBinding:
         # checkBoundClaims: per row, the first bound claim with a problem decides
         undecided = np.ones(k, dtype=bool)
         for pvc in claims.bound:
-            if vols.volume(pvc.volume_name) is None:
+            if vols.assumed_volume(pvc.volume_name) is None:
                 found.pv_missing |= undecided
                 break
             admitted = vols.admits(pvc.volume_name, rows)
@@ -334,7 +346,7 @@ class VolumeBinding:
             if name is None:
                 unmatched.append(c)
                 continue
-            pv = vols.volume(name)
+            pv = vols.assumed_volume(name)
             assert pv is not None
             new, dirty = _bind_volume_to_claim(pv, c)
             if dirty:
@@ -410,7 +422,7 @@ class VolumeBinding:
                 return _OK
 
     def _check_bindings(self, pod: Pod, plan: _Plan) -> tuple[bool, str]:
-        """checkBindings on the informers' objects: (all bound, "" or why binding must be retried)."""
+        """checkBindings on the API view: (all bound, "" or why binding must be retried)."""
         vols = self.handle.volumes
         nodes = self.handle.nodes
         row = nodes.row(plan.node)
@@ -420,10 +432,10 @@ class VolumeBinding:
             return False, f'pod does not exist any more: pod "{pod.name}" not found'
         at = np.array([row], dtype=np.int64)
         for pv, claim, _ in plan.static:
-            api = vols.volumes.get(pv.name)
+            api = vols.api_volumes.get(pv.name)
             if api is None:
                 return False, f'failed to check binding: could not find v1.PersistentVolume "{pv.name}"'
-            pvc = vols.claims.get(claim.key)
+            pvc = vols.api_claims.get(claim.key)
             if pvc is None:
                 return False, f'failed to check binding: could not find v1.PersistentVolumeClaim "{claim.key}"'
             wrote = plan.written.get("pv/" + pv.name)
@@ -437,7 +449,7 @@ class VolumeBinding:
             if not pvc.bound:
                 return False, ""
         for claim in plan.provision:
-            pvc = vols.claims.get(claim.key)
+            pvc = vols.api_claims.get(claim.key)
             if pvc is None:
                 return False, f'failed to check provisioning pvc: could not find v1.PersistentVolumeClaim "{claim.key}"'
             wrote = plan.written.get("pvc/" + claim.key)
@@ -447,7 +459,7 @@ class VolumeBinding:
                 # a provisioner that fails removes selected-node: the signal to schedule again
                 return False, f'provisioning failed for PVC "{pvc.name}"'
             if pvc.volume_name:
-                api = vols.volumes.get(pvc.volume_name)
+                api = vols.api_volumes.get(pvc.volume_name)
                 if api is None:
                     return False, ""   # not seen yet; a deleted one unbinds the claim eventually
                 if not vols.admits(api.name, at)[0]:

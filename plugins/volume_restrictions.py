@@ -25,8 +25,10 @@ may be lifted by preemption: its dry runs add and remove pods through
 AddPod/RemovePod, which adjust the claim count and, per row they touch, the
 disks. A pod with neither is skipped. A profile that disables
 VolumeRestrictions keeps upstream's meaning: none of this is evaluated. The
-claims come from ``handle.volumes``, the claims placed pods use from the
-cache (``claim_users``, kept as pods are placed and removed).
+claims come from ``handle.volumes``' assumed view, as for every plugin in the
+cycle (upstream reads its lister; an assumption changes no field read here),
+the claims placed pods use from the cache (``claim_users``, kept as pods are
+placed and removed).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ class VolumeRestrictions:
         claims = set()
         conflicts = 0
         for key in pvc_volume_claim_keys(pod) if pod.pvcs else ():
-            pvc = store.claim_by_key(key)
+            pvc = store.assumed_claim_by_key(key)
             if pvc is None:
                 name = key.partition("/")[2]
                 return None, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found')

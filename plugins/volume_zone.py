@@ -9,7 +9,8 @@ of those values. tandem does what it does, with its messages and codes:
 
 * **PreFilter** reads the claims of the pod's ``persistentVolumeClaim``
   volumes (not generic ephemeral ones, as upstream) and their volumes'
-  labels. UnschedulableAndUnresolvable for a claim that does not exist
+  labels, in the assumed view as every plugin in the cycle (upstream reads
+  its listers; an assumption changes no field read here). UnschedulableAndUnresolvable for a claim that does not exist
   (``persistentvolumeclaim "data" not found``), a claim with no volume and no
   class, a class or a volume that does not exist, and a claim with no volume
   whose class binds at once (``PersistentVolume had no name``); a claim with
@@ -112,7 +113,7 @@ class VolumeZone:
             name = key[len(pod.namespace) + 1:]
             if not name:
                 return Status(_UNRESOLVABLE, "PersistentVolumeClaim had no name"), ()
-            pvc: PersistentVolumeClaim | None = store.claim_by_key(key)
+            pvc: PersistentVolumeClaim | None = store.assumed_claim_by_key(key)
             if pvc is None:
                 return Status(_UNRESOLVABLE, f'persistentvolumeclaim "{name}" not found'), ()
             if not pvc.volume_name:
@@ -124,7 +125,7 @@ class VolumeZone:
                 if cls.binding_mode == BINDING_WAIT_FOR_FIRST_CONSUMER:
                     continue   # no volume yet to be in a zone
                 return Status(_UNRESOLVABLE, "PersistentVolume had no name"), ()
-            pv: PersistentVolume | None = store.volumes.get(pvc.volume_name)
+            pv: PersistentVolume | None = store.assumed_volume(pvc.volume_name)
             if pv is None:
                 return Status(_UNRESOLVABLE, f'persistentvolume "{pvc.volume_name}" not found'), ()
             out.extend(pv.topologies)

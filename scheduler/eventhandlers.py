@@ -184,7 +184,7 @@ class EventHandlers:
 
     def on_pvc_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pvc = parse_pvc(obj)
-        old = self.cache.volumes.claims.get(pvc.key)
+        old = self.cache.volumes.api_claims.get(pvc.key)
         self.cache.volumes.set_pvc(pvc)
         if old is None or (old.volume_name, old.storage_class) != (pvc.volume_name, pvc.storage_class):
             self.cache.attachments.claim_changed(pvc.key)
@@ -206,7 +206,7 @@ class EventHandlers:
 
     def on_pv_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         pv = parse_pv(obj)
-        old = self.cache.volumes.volumes.get(pv.name)
+        old = self.cache.volumes.api_volumes.get(pv.name)
         self.cache.volumes.set_pv(pv)
         if old is None or (old.csi_driver, old.csi_handle, old.in_tree) != (pv.csi_driver, pv.csi_handle, pv.in_tree):
             self.cache.attachments.volume_changed(pv.name)

@@ -74,7 +74,7 @@ class Cache:
         old = self.node(node.name)
         row = self.nodes.set_node(node)
         self.by_node.setdefault(node.name, {})
-        self.attachments.refresh(node.name)   # its row may be new (or reused): write its volume columns
+        self.attachments.recount(node.name)   # its row may be new (or reused): write its volume columns
         if old is None or old.labels != node.labels:
             self.volumes.node_changed(row, old, node)   # volumes' node affinity, evaluated on this node only
 

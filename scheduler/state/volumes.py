@@ -4,14 +4,21 @@ their informers for the volume plugins; VolumeBinding's assume cache; and the PV
 Three things live here, all owned by the cache (scheduler/state/cache.py) and read by the plugins through
 ``handle.volumes``:
 
-* **The informers' view** (``claims``, ``volumes``, ``classes``, ``drivers``, ``capacities``): what the API
-  server last said. PreBind's wait for the PV controller reads only this (upstream's GetAPIPV/GetAPIPVC).
-* **The assume cache** (upstream's AssumeCache, assume_cache.go): Reserve assumes a volume bound to a claim
-  (its claimRef set) or a claim given a node to provision on; :meth:`claim` and :meth:`volume` answer the
-  assumed object while it stands, so two pods in back-to-back cycles never take one volume. Unreserve
-  restores it. An informer event newer than the version an assumption was made on replaces it, as upstream
-  (the API has moved on: the write landed, or someone else's did); an event not newer is kept in the
-  informers' view but never undoes the assumption (a resync must not).
+* **The API view** (``api_claims``, ``api_volumes``; and ``classes``, ``drivers``, ``capacities``, which have
+  no other): what the API server last said, as the informers delivered it (upstream's GetAPIPV/GetAPIPVC and
+  the listers). PreBind's wait for the PV controller reads only this (it waits for the API, not for its own
+  assumptions), and so do the informer handlers (the old side of an update).
+* **The assumed view** (:meth:`assumed_claim`, :meth:`assumed_claim_by_key`, :meth:`assumed_volume`; upstream's
+  AssumeCache, assume_cache.go, and its GetPV/GetPVC): the API view with the scheduler's own assumptions laid
+  over it. Reserve assumes a volume bound to a claim (its claimRef set) or a claim given a node to provision
+  on; the assumed view answers the assumed object while it stands, so two pods in back-to-back cycles never
+  take one volume. Unreserve restores it. An informer event newer than the version an assumption was made
+  on replaces it, as upstream (the API has moved on: the write landed, or someone else's did); an event not
+  newer is kept in the API view but never undoes the assumption (a resync must not). The plugins read this
+  view in the cycle: VolumeBinding must see the volumes the last cycles took; the other volume plugins read
+  it too, so that every plugin of a cycle sees one cluster (upstream's read its listers, the API view: the
+  same answer, as an assumed claim differs from the API's only in its selected-node, and an assumed volume
+  only in its claimRef and bound-by-controller, which none of them reads).
 * **The PV index**, for VolumeBinding's Filter without a Python loop over nodes or volumes per cycle:
   volumes by class in numpy columns (capacity, access modes, volume mode, phase, claimRef, affinity group),
   ranked by capacity; each distinct ``spec.nodeAffinity`` evaluated once into an affinity group: a single
@@ -170,8 +177,9 @@ class Volumes:
     """The volume objects from their informers, the assume cache over PVs and PVCs, and the PV index."""
 
     def __init__(self, nodes: "NodeTable | None" = None) -> None:
-        self.claims: dict[str, PersistentVolumeClaim] = {}
-        self.volumes: dict[str, PersistentVolume] = {}
+        # the API view of claims ("ns/name") and volumes (name); the assumed view is assumed_claim/assumed_volume
+        self.api_claims: dict[str, PersistentVolumeClaim] = {}
+        self.api_volumes: dict[str, PersistentVolume] = {}
         self.classes: dict[str, StorageClass] = {}
         self.drivers: dict[str, CSIDriver] = {}
         # CSIStorageCapacity objects ("ns/name"), and the per-class index VolumeBinding's capacity check reads
@@ -179,12 +187,13 @@ class Volumes:
         self.capacities: Mapping[str, CSIStorageCapacity] = self.capacity_index.objects
         self._nodes = nodes
         self._ints = IntLabels()
-        # the assume cache: name/key -> the assumed object (its resourceVersion: the version it was made on)
-        self._assumed_pvs: dict[str, PersistentVolume] = {}
-        self._assumed_pvcs: dict[str, PersistentVolumeClaim] = {}
+        # the assumptions, laid over the API view: name/key -> the assumed object (its resourceVersion: the
+        # version it was made on)
+        self._pv_assumptions: dict[str, PersistentVolume] = {}
+        self._pvc_assumptions: dict[str, PersistentVolumeClaim] = {}
         # the index
         self._tables: dict[str, _Table] = {}
-        self._where: dict[str, tuple[str, int]] = {}            # volume name -> (class, slot)
+        self._slot_of: dict[str, tuple[str, int]] = {}          # volume name -> (class, slot)
         self._groups: list[_Group | None] = []
         self._group_ids: dict[Any, int] = {}
         self._free_groups: list[int] = []
@@ -202,48 +211,50 @@ class Volumes:
 
     # ------------------------------------------------------------------ reads (the assumed view)
 
-    def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
-        return self.claim_by_key(f"{namespace}/{name}")
+    def assumed_claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        """The claim as the scheduler assumes it: an assumption while one stands, else the API's."""
+        return self.assumed_claim_by_key(f"{namespace}/{name}")
 
-    def claim_by_key(self, key: str) -> PersistentVolumeClaim | None:
-        """The claim "<namespace>/<name>" (a pod's ``claim_keys``)."""
-        return self._assumed_pvcs.get(key) or self.claims.get(key)
+    def assumed_claim_by_key(self, key: str) -> PersistentVolumeClaim | None:
+        """:meth:`assumed_claim` of "<namespace>/<name>" (a pod's ``claim_keys``)."""
+        return self._pvc_assumptions.get(key) or self.api_claims.get(key)
 
-    def volume(self, name: str) -> PersistentVolume | None:
-        return self._assumed_pvs.get(name) or self.volumes.get(name)
+    def assumed_volume(self, name: str) -> PersistentVolume | None:
+        """The volume as the scheduler assumes it: an assumption while one stands, else the API's."""
+        return self._pv_assumptions.get(name) or self.api_volumes.get(name)
 
     # ------------------------------------------------------------------ informer events (mutate)
 
     def set_pv(self, pv: PersistentVolume) -> None:
         """Mutates: a PersistentVolume added or updated; an event newer than an assumption replaces it."""
-        self.volumes[pv.name] = pv
-        assumed = self._assumed_pvs.get(pv.name)
+        self.api_volumes[pv.name] = pv
+        assumed = self._pv_assumptions.get(pv.name)
         if assumed is not None:
             if not newer(pv.resource_version, assumed.resource_version):
                 self._notify("pv/" + pv.name)
                 return
-            del self._assumed_pvs[pv.name]
+            del self._pv_assumptions[pv.name]
         self._index(pv)
         self._notify("pv/" + pv.name)
 
     def delete_pv(self, name: str) -> None:
         """Mutates: a PersistentVolume deleted (and any assumption about it)."""
-        self.volumes.pop(name, None)
-        self._assumed_pvs.pop(name, None)
+        self.api_volumes.pop(name, None)
+        self._pv_assumptions.pop(name, None)
         self._unindex(name)
         self._notify("pv/" + name)
 
     def set_pvc(self, pvc: PersistentVolumeClaim) -> None:
         """Mutates: a claim added or updated; an event newer than an assumption replaces it."""
-        self.claims[pvc.key] = pvc
-        assumed = self._assumed_pvcs.get(pvc.key)
+        self.api_claims[pvc.key] = pvc
+        assumed = self._pvc_assumptions.get(pvc.key)
         if assumed is not None and newer(pvc.resource_version, assumed.resource_version):
-            del self._assumed_pvcs[pvc.key]
+            del self._pvc_assumptions[pvc.key]
         self._notify("pvc/" + pvc.key)
 
     def delete_pvc(self, key: str) -> None:
-        self.claims.pop(key, None)
-        self._assumed_pvcs.pop(key, None)
+        self.api_claims.pop(key, None)
+        self._pvc_assumptions.pop(key, None)
         self._notify("pvc/" + key)
 
     # ------------------------------------------------------------------ the assume cache (mutate)
@@ -251,15 +262,15 @@ class Volumes:
     def assume_pv(self, pv: PersistentVolume) -> None:
         """Mutates: Reserve's PV with its claimRef set, standing until restored or replaced by a newer event.
 
-        Upstream's Assume refuses an object older than the one it holds; Reserve builds it from :meth:`volume`,
-        so it never is."""
-        self._assumed_pvs[pv.name] = pv
+        Upstream's Assume refuses an object older than the one it holds; Reserve builds it from
+        :meth:`assumed_volume`, so it never is."""
+        self._pv_assumptions[pv.name] = pv
         self._index(pv)
 
     def restore_pv(self, name: str) -> None:
-        """Mutates: drop the assumption about a volume; the informers' object stands again."""
-        if self._assumed_pvs.pop(name, None) is not None:
-            api = self.volumes.get(name)
+        """Mutates: drop the assumption about a volume; the API's object stands again."""
+        if self._pv_assumptions.pop(name, None) is not None:
+            api = self.api_volumes.get(name)
             if api is None:
                 self._unindex(name)
             else:
@@ -267,10 +278,10 @@ class Volumes:
 
     def assume_pvc(self, pvc: PersistentVolumeClaim) -> None:
         """Mutates: a claim Reserve gave a node to provision on (its selected-node annotation set)."""
-        self._assumed_pvcs[pvc.key] = pvc
+        self._pvc_assumptions[pvc.key] = pvc
 
     def restore_pvc(self, key: str) -> None:
-        self._assumed_pvcs.pop(key, None)
+        self._pvc_assumptions.pop(key, None)
 
     # ------------------------------------------------------------------ waiting for the API (PreBind)
 
@@ -332,16 +343,16 @@ class Volumes:
             self._claim_ids.pop(key, None)
 
     def _index(self, pv: PersistentVolume) -> None:
-        where = self._where.get(pv.name)
-        if where is not None and where[0] != pv.storage_class:
+        at = self._slot_of.get(pv.name)
+        if at is not None and at[0] != pv.storage_class:
             self._unindex(pv.name)
-            where = None
+            at = None
         t = self._tables.get(pv.storage_class)
         if t is None:
             t = self._tables[pv.storage_class] = _Table()
-        slot = t.put(None if where is None else where[1], pv.name)
-        self._where[pv.name] = (pv.storage_class, slot)
-        if where is not None and t.capacity[slot] != pv.capacity:
+        slot = t.put(None if at is None else at[1], pv.name)
+        self._slot_of[pv.name] = (pv.storage_class, slot)
+        if at is not None and t.capacity[slot] != pv.capacity:
             t._rank = None
         t.capacity[slot] = pv.capacity
         t.access[slot] = access_bits(pv.access_modes)
@@ -350,28 +361,28 @@ class Volumes:
         t.available[slot] = pv.phase == VOLUME_AVAILABLE
         t.deleting[slot] = pv.deleting
         ref = pv.claim_ref
-        old_claim = int(t.claimed[slot]) if where is not None else 0
+        old_claim = int(t.claimed[slot]) if at is not None else 0
         t.claimed[slot] = 0 if ref is None else self._claim_id(f"{ref.namespace}/{ref.name}")
         self._release_claim_id(old_claim)
         gid = self._group_of(pv.node_affinity_terms)
-        old = int(t.group[slot]) if where is not None else -1
+        old = int(t.group[slot]) if at is not None else -1
         if old != gid:
             self._groups[gid].users += 1  # type: ignore[union-attr]
             if old >= 0:
                 self._release_group(old)
             t.group[slot] = gid
-        if where is None or t.labels[slot] != pv.labels:
+        if at is None or t.labels[slot] != pv.labels:
             t.version += 1   # (a binding, assumed or real, leaves the selector masks as they are)
         t.labels[slot] = pv.labels
 
     def _unindex(self, name: str) -> None:
-        where = self._where.pop(name, None)
-        if where is None:
+        at = self._slot_of.pop(name, None)
+        if at is None:
             return
-        t = self._tables[where[0]]
-        self._release_group(int(t.group[where[1]]))
-        self._release_claim_id(int(t.claimed[where[1]]))
-        t.claimed[where[1]] = 0
+        t = self._tables[at[0]]
+        self._release_group(int(t.group[at[1]]))
+        self._release_claim_id(int(t.claimed[at[1]]))
+        t.claimed[at[1]] = 0
         t.drop(name)
 
     # ------------------------------------------------------------------ affinity groups
@@ -499,10 +510,10 @@ class Volumes:
 
     def admits(self, pv_name: str, rows: np.ndarray) -> np.ndarray:
         """bool[k]: can volume ``pv_name`` be used from each of ``rows`` (its node affinity)?"""
-        where = self._where.get(pv_name)
-        if where is None:
+        at = self._slot_of.get(pv_name)
+        if at is None:
             return np.zeros(len(rows), dtype=bool)
-        return self._group_admits(int(self._tables[where[0]].group[where[1]]), rows)
+        return self._group_admits(int(self._tables[at[0]].group[at[1]]), rows)
 
     def _group_admits(self, gid: int, rows: np.ndarray) -> np.ndarray:
         r = int(self._group_row[gid])
@@ -597,7 +608,7 @@ class Volumes:
         return Match(t, slot)
 
     def _bound_to(self, name: str | None, claim: PersistentVolumeClaim) -> bool:
-        pv = self.volume(name) if name is not None else None
+        pv = self.assumed_volume(name) if name is not None else None
         return pv is not None and pv.claim_ref is not None and pv.claim_ref.names(claim)
 
     def _selector_mask(self, t: _Table, selector: LabelSelector) -> np.ndarray:

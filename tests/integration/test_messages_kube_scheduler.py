@@ -162,15 +162,30 @@ SHAPES = {
     # PreFilter refuses it (VolumeBinding): upstream still runs PostFilter on the FitError
     "missing-claim": {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "nowhere"}}],
                       "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+    # an unbound immediate claim, then a missing one: VolumeRestrictions' PreFilter, which comes first, names it
+    "unbound-immediate-then-missing-claim": {
+        "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "immediate"}},
+                    {"name": "b", "persistentVolumeClaim": {"claimName": "second"}}],
+        "containers": PAUSE},
+    # the same with a generic ephemeral volume, which VolumeRestrictions does not read: VolumeBinding checks every
+    # claim's existence before any claim's binding, so the missing second claim is named, not the first's binding
+    "unbound-immediate-then-ephemeral-claim-not-created": {
+        "volumes": [{"name": "a", "persistentVolumeClaim": {"claimName": "immediate"}},
+                    {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}],
+        "containers": PAUSE},
     "never-preempts": {"priorityClassName": "never",
                        "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
                                        "resources": {"requests": {"cpu": "8"}}}]},
 }
 
 
-REFUSED_AT_PRE_FILTER = {   # shape -> VolumeBinding's PreFilter message
+REFUSED_AT_PRE_FILTER = {   # shape -> the PreFilter message ({pod}: the pod's name)
     "missing-claim": 'persistentvolumeclaim "nowhere" not found',
     "unbound-immediate-claim": "pod has unbound immediate PersistentVolumeClaims",
+    "unbound-immediate-then-missing-claim": 'persistentvolumeclaim "second" not found',
+    "unbound-immediate-then-ephemeral-claim-not-created":
+        'waiting for ephemeral volume controller to create the persistentvolumeclaim "{pod}-scratch"',
 }
 
 
@@ -193,11 +208,12 @@ async def test_the_message_of_a_pod_that_fits_nowhere_is_kube_schedulers(cluster
                                           waiting_message(cluster, f"{shape}-tandem"))
     if shape in REFUSED_AT_PRE_FILTER:
         # The one known difference. kube-scheduler runs PostFilter even after a PreFilter refused the pod; its
-        # DynamicResources PostFilter then finds no state of its own PreFilter (which never ran: VolumeBinding's
+        # DynamicResources PostFilter then finds no state of its own PreFilter (which never ran: a volume plugin's
         # came first and refused) and returns that lookup's error, "not found", which ends up in the message.
         # tandem runs no PostFilter after a PreFilter refusal, so its message stops at the claim's problem.
-        assert upstream == f"0/5 nodes are available: {REFUSED_AT_PRE_FILTER[shape]}. not found"
-        assert ours == f"0/5 nodes are available: {REFUSED_AT_PRE_FILTER[shape]}."
+        said = REFUSED_AT_PRE_FILTER[shape]
+        assert upstream == f"0/5 nodes are available: {said.format(pod=f'{shape}-upstream')}. not found"
+        assert ours == f"0/5 nodes are available: {said.format(pod=f'{shape}-tandem')}."
         return
     assert "no new claims to deallocate, preemption: " in upstream and not upstream.endswith(".."), upstream
     assert ours == upstream

@@ -143,7 +143,7 @@ async def test_runs_sharing_a_read_write_once_workspace_share_a_node_in_its_volu
         env.store.create(PVCS, NS, pvc("shared", "pv-shared"))
         env.store.create(PVS, "", pv("pv-own"))
         env.store.create(PVCS, NS, pvc("own", "pv-own"))
-        await eventually(lambda: "default/own" in env.app.scheduler.cache.volumes.claims, 10, "the claims")
+        await eventually(lambda: "default/own" in env.app.scheduler.cache.volumes.api_claims, 10, "the claims")
         a = await run_stage(env, "run-a", 1, 2, claims=("shared",))
         b = await run_stage(env, "run-b", 1, 2, claims=("shared",))
         holder = a["run-a-s1t0"]

@@ -99,7 +99,7 @@ async def test_a_volume_in_a_zone_keeps_the_pod_on_the_nodes_there(tmp_path, mak
         env.store.create(PVS, "", make_pv("pv-zone-c", "c"))
         env.store.create(PVCS, NS, pvc("nowhere", "pv-zone-c"))
         await eventually(lambda: env.app.scheduler is not None
-                         and "default/nowhere" in env.app.scheduler.cache.volumes.claims, 10, "the claims to be seen")
+                         and "default/nowhere" in env.app.scheduler.cache.volumes.api_claims, 10, "the claims to be seen")
         for i in range(4):
             env.create_pod(pod_with_claim(f"db-{i}", "data"))
         env.create_pod(pod_with_claim("lost", "nowhere"))
@@ -139,7 +139,7 @@ async def test_a_read_write_once_pod_claim_serves_one_pod_at_a_time(tmp_path):
         claim["spec"]["accessModes"] = ["ReadWriteOncePod"]
         env.store.create(PVCS, NS, claim)
         await eventually(lambda: env.app.scheduler is not None
-                         and "default/solo" in env.app.scheduler.cache.volumes.claims, 10, "the claim to be seen")
+                         and "default/solo" in env.app.scheduler.cache.volumes.api_claims, 10, "the claim to be seen")
         env.create_pod(pod_with_claim("first", "solo"))
         await bound(env, "first")
         env.create_pod(pod_with_claim("second", "solo"))
@@ -187,7 +187,7 @@ async def test_a_node_takes_as_many_csi_volumes_as_its_csinode_allows(tmp_path):
 
         def ready() -> bool:
             cache = env.app.scheduler.cache if env.app.scheduler is not None else None
-            claims = [cache.volumes.claim(NS, f"data-{i}") for i in range(3)] if cache is not None else [None]
+            claims = [cache.volumes.assumed_claim(NS, f"data-{i}") for i in range(3)] if cache is not None else [None]
             return "node-0" in cache.attachments.csinodes and all(c is not None and c.bound for c in claims)
 
         await eventually(ready, 10, "the CSINode and the bound claims to be seen")
@@ -284,7 +284,7 @@ async def test_two_pods_back_to_back_never_share_a_volume_and_the_third_waits_wi
         for i in range(3):
             env.store.create(PVCS, NS, wffc_claim(f"data-web-{i}"))
         await eventually(lambda: env.app.scheduler is not None
-                         and "default/data-web-2" in env.app.scheduler.cache.volumes.claims, 10, "the claims")
+                         and "default/data-web-2" in env.app.scheduler.cache.volumes.api_claims, 10, "the claims")
         for i in range(3):
             env.create_pod(replica("web", i, anti_affinity=False))
         await eventually(lambda: sum(bool(env.node_of(f"web-{i}")) for i in range(3)) == 2, 10, "two pods bound")
@@ -365,7 +365,7 @@ async def test_a_bind_timeout_requeues_the_pod_and_releases_the_assumed_volume(t
         assert notes[0] == ('running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'), notes
         assert scheduled_condition(env.pod("db-0"))["reason"] == "SchedulerError"
         vols = env.app.scheduler.cache.volumes
-        assert not vols._assumed_pvs and not vols._assumed_pvcs   # Unreserve released the assumption
+        assert not vols._pv_assumptions and not vols._pvc_assumptions   # Unreserve released the assumption
         assert not env.node_of("db-0")
         controller = PersistentVolumeController(env.store, tick=0.02)   # the PV controller comes up
         controller.start()

@@ -156,18 +156,18 @@ def test_volume_objects_are_kept_and_their_events_requeue_pods_waiting_for_them(
         s.queue.requeue_failed(qi, unschedulable=True)
     claim = {"metadata": {"name": "data", "namespace": "default"}, "spec": {"volumeName": "v"}}
     s.on_pvc_add(claim)
-    assert s.cache.volumes.claim("default", "data").volume_name == "v"
+    assert s.cache.volumes.assumed_claim("default", "data").volume_name == "v"
     assert s.queue.where["uid-p"] in ("active", "backoff") and s.queue.where["uid-q"] == "unschedulable", \
         "only the pod using the claim"
     volume = {"metadata": {"name": "v", "resourceVersion": "1"}, "spec": {}}
     s.on_pv_add(volume)
     s.on_storage_class_add({"metadata": {"name": "local"}, "volumeBindingMode": "WaitForFirstConsumer"})
-    assert "v" in s.cache.volumes.volumes and s.cache.volumes.classes["local"].binding_mode == "WaitForFirstConsumer"
+    assert "v" in s.cache.volumes.api_volumes and s.cache.volumes.classes["local"].binding_mode == "WaitForFirstConsumer"
     assert s.queue.where["uid-q"] in ("active", "backoff"), "a volume appearing may help any of them"
     s.on_pvc_delete(claim)
     s.on_pv_delete(volume)
     s.on_storage_class_delete({"metadata": {"name": "local"}})
-    assert not (s.cache.volumes.claims or s.cache.volumes.volumes or s.cache.volumes.classes)
+    assert not (s.cache.volumes.api_claims or s.cache.volumes.api_volumes or s.cache.volumes.classes)
 
 
 def test_a_volume_whose_zone_labels_change_requeues_pods_volume_zone_rejected() -> None:
@@ -183,7 +183,7 @@ def test_a_volume_whose_zone_labels_change_requeues_pods_volume_zone_rejected() 
     assert s.queue.where["uid-p"] == "unschedulable", "a label VolumeZone does not read changed"
     s.on_pv_update({}, {"metadata": {"name": "v", "labels": {"topology.kubernetes.io/zone": "b"}}, "spec": {}})
     assert s.queue.where["uid-p"] in ("active", "backoff")
-    assert s.cache.volumes.volumes["v"].topologies == (("topology.kubernetes.io/zone", frozenset({"b"})),)
+    assert s.cache.volumes.api_volumes["v"].topologies == (("topology.kubernetes.io/zone", frozenset({"b"})),)
 
 
 def _resizing_pod(name: str, status_cpu: str) -> dict[str, Any]:
@@ -317,7 +317,7 @@ def test_csinodes_attachments_and_claims_binding_keep_the_attach_counts_and_requ
     va = {"metadata": {"name": "va"}, "spec": {"nodeName": "n1", "attacher": driver,
                                                "source": {"persistentVolumeName": "pv"}}}
     s.on_volume_attachment_add(va)
-    assert att.where == {f"{driver}/vol-1": {"n1"}} and att.used[row, att.drivers[driver]] == 1
+    assert att.nodes_using == {f"{driver}/vol-1": {"n1"}} and att.used[row, att.drivers[driver]] == 1
     s.on_pod_add(_claim_pod("p", "held"))
     qi = s.queue.infos["uid-p"]
     s.queue._set_where("uid-p", "inflight")

@@ -12,6 +12,7 @@ PreFilter may Skip (no limit applies): the verdict is the same, "fits".
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -260,19 +261,19 @@ def test_a_claim_that_binds_is_recounted_under_its_volume() -> None:
     row = cache.nodes.row(NODE)
     assert att.used[row, col] == 1, "counted by its class's provisioner while unbound"
     # the claim binds to csi-ebs-0: now it is that volume, and a pod of csi-ebs-0 adds nothing there
-    cache.volumes.claims["ns/csi-4"] = parse_pvc({"metadata": {"name": "csi-4", "namespace": "ns"},
+    cache.volumes.api_claims["ns/csi-4"] = parse_pvc({"metadata": {"name": "csi-4", "namespace": "ns"},
                                                   "spec": {"storageClassName": SC, "volumeName": f"csi-{EBS}-0"}})
     att.claim_changed("ns/csi-4")
     assert att.used[row, col] == 1
     assert verdict(cache, EBS_ONE) is None
     assert verdict(cache, pod("q", f"csi-{EBS}-1")) == EXCEED
     # its volume's handle changes (a PV recreated): counted under the new handle
-    cache.volumes.volumes[f"csi-{EBS}-0"] = parse_pv({"metadata": {"name": f"csi-{EBS}-0"},
+    cache.volumes.api_volumes[f"csi-{EBS}-0"] = parse_pv({"metadata": {"name": f"csi-{EBS}-0"},
                                                       "spec": {"csi": {"driver": EBS, "volumeHandle": "other"}}})
     att.volume_changed(f"csi-{EBS}-0")
-    assert att.where.get(f"{EBS}/other") == {NODE}
+    assert att.nodes_using.get(f"{EBS}/other") == {NODE}
     cache.remove_pod(PENDING)
-    assert att.used[row, col] == 0 and att.where == {} and att.counted == {}
+    assert att.used[row, col] == 0 and att.nodes_using == {} and att.counted == {}
 
 
 def test_the_claims_users_are_logged_at_placement_and_indexed_when_a_claim_or_volume_event_needs_them() -> None:
@@ -315,23 +316,32 @@ def test_a_csinode_that_arrives_or_grows_changes_the_verdict_and_a_deleted_one_l
     assert verdict(cache, pod("q", f"csi-{EBS}-0", f"csi-{EBS}-3")) is None
 
 
-def test_while_no_csinode_sets_a_count_the_cycle_recounts_nothing_and_a_count_that_arrives_sees_every_pod() -> None:
-    """Placing a pod only marks its node; the counts are recomputed when first read, and no cycle reads them
-    while no CSINode limits a driver (the common case: the cycle pays nothing for volumes it cannot be refused)."""
+def test_while_no_csinode_sets_a_count_nothing_is_counted_and_a_count_that_arrives_counts_every_pod() -> None:
+    """While no CSINode limits a driver no pod can be refused for its volumes: a placement records the pod's
+    references and counts nothing (the cycle pays nothing for volumes it cannot be refused). The first count to
+    arrive counts every pod placed before it; when the last goes, the counts are forgotten."""
     cache = cache_with([EBS], (EBS_TWO,), source="")
     att = cache.attachments
-    assert att._dirty == {NODE}, "the placement is counted later, not at assume"
-    assert att.limited == {}
+    row = cache.nodes.row(NODE)
+    assert not att.counting and att.limited == {}
+    assert att.counted == {} and att.nodes_using == {} and not att.used.any(), "the placement counted nothing"
     assert verdict(cache, EBS_ONE) is None
-    assert att._dirty == {NODE}, "no CSINode limits ebs: the cycle read no count"
     cn = csinode("csinode", 2, [EBS])
     assert cn is not None
     att.set_csinode(parse_csinode(cn))
-    assert att.limited == {EBS: 1}
-    assert verdict(cache, EBS_ONE) == EXCEED, "the two volumes placed before the count arrived are counted"
-    assert att._dirty == set()
+    assert att.counting and att.limited == {EBS: 1}
+    col = att.drivers[EBS]
+    assert (att.limit[row, col], att.used[row, col]) == (2, 2), "the two volumes placed before the count arrived"
+    assert att.fits_everywhere(col, 0) and not att.fits_everywhere(col, 1)
+    assert verdict(cache, EBS_ONE) == EXCEED
     att.remove_csinode(NODE)
-    assert att.limited == {}
+    assert not att.counting and att.limited == {}
+    assert att.counted == {} and att.nodes_using == {} and not att.used.any() and (att.limit == -1).all(), "forgotten"
+    assert att.fits_everywhere(col, 1_000)
+    cache.add_pod(parse_pod(EBS_ONE.raw | {"spec": EBS_ONE.raw["spec"] | {"nodeName": NODE}}))
+    assert not att.used.any(), "nothing counted again"
+    att.set_csinode(parse_csinode(cn))
+    assert att.used[row, col] == 3 and att.counted == {NODE: {f"{EBS}/csi-{EBS}-{j}" for j in range(3)}}
 
 
 @pytest.mark.parametrize("placed,ebs", [
@@ -344,29 +354,117 @@ def test_a_placement_counted_in_place_gives_what_a_recount_gives(placed: tuple[P
     att = cache.attachments
     row = cache.nodes.row(NODE)
     assert row is not None
-    att.limit  # noqa: B018 - the read that recounts what the CSINode changed
 
     def snapshot() -> tuple[Any, ...]:
-        return (att._used[row].tolist(), att._headroom[row].tolist(), {n: set(v) for n, v in att._counted.items()},
-                {u: set(v) for u, v in att._where.items()})
+        return (att.used[row].tolist(), att.headroom[row].tolist(), {n: set(v) for n, v in att.counted.items()},
+                {u: set(v) for u, v in att.nodes_using.items()}, list(att._least))
 
     for p in placed:
         cache.add_pod(parse_pod(p.raw | {"spec": p.raw["spec"] | {"nodeName": NODE}}))
-        att.limit  # noqa: B018
         incremental = snapshot()
-        att.refresh(NODE)
-        att.limit  # noqa: B018
+        att.recount(NODE)
         assert snapshot() == incremental, p.name
-        for c, least in att._least.items():
-            assert least <= att.headroom[:, c].min(), "the kept bound never overstates a node's room"
+        assert att._least == att.headroom.min(axis=0).tolist(), "each column's least headroom is exact"
     assert att.used[row, att.drivers[EBS]] == ebs
+
+
+def held(att: Any) -> dict[str, Any]:
+    """Everything an Attachments holds (its node table and volume store aside), as plain values."""
+    return {k: v.tolist() if isinstance(v, np.ndarray) else copy.deepcopy(v)
+            for k, v in vars(att).items() if k not in ("_nodes", "_volumes")}
+
+
+def placed(p: Pod, node: str = NODE) -> Pod:
+    return parse_pod(p.raw | {"spec": p.raw["spec"] | {"nodeName": node}})
+
+
+def test_reading_the_counts_changes_nothing_and_finds_every_change_counted() -> None:
+    """STYLE.md 13: a read answers from what is there. Changes of every kind are made (pods placed and removed,
+    one not countable in place, a claim that binds, an attachment, a count that shrinks and one that grows
+    back), then every read NodeVolumeLimits makes, and a cycle's PreFilter and Filter, run: what the
+    Attachments holds is the same after them as before, and what they read is what a recount gives, so each
+    change was counted when it was made."""
+    cache = cache_with([EBS, EBS_IN_TREE], (EBS_TWO, RUNNING, PENDING), limit=6, va_count=1)
+    att = cache.attachments
+    row = cache.nodes.row(NODE)
+    ebs = att.drivers[EBS]
+    cache.remove_pod(placed(RUNNING))
+    cache.add_pod(placed(IN_TREE_ONE))
+    cache.volumes.api_claims["ns/csi-4"] = parse_pvc({"metadata": {"name": "csi-4", "namespace": "ns"},
+                                                      "spec": {"storageClassName": SC, "volumeName": f"csi-{EBS}-3"}})
+    att.claim_changed("ns/csi-4")
+    att.set_attachment(parse_volume_attachment({"metadata": {"name": "late"}, "spec": {
+        "nodeName": NODE, "attacher": EBS, "source": {"persistentVolumeName": f"csi-{EBS}-2"}}}))
+    cn = csinode("csinode", 4, [EBS, EBS_IN_TREE])
+    assert cn is not None
+    att.set_csinode(parse_csinode(cn))
+    cache.remove_pod(placed(PENDING))   # the least headroom rises
+
+    before = held(att)
+    got = (att.counting, att.limit[row].tolist(), att.used[row].tolist(), att.migrated[row].tolist(),
+           att.headroom[row].tolist(), dict(att.drivers), {n: set(v) for n, v in att.counted.items()},
+           {u: set(v) for u, v in att.nodes_using.items()})
+    fits = [att.fits_everywhere(c, need) for c in range(len(att.drivers)) for need in (0, 1, 2, 3, 5, 1_000)]
+    att.volumes_fit_everywhere([att.resolve_inline(EBS_IN_TREE, "x"), (f"{EBS}/y", EBS, "")])
+    for unique in (*att.nodes_using, "nobody/none"):
+        att.rows_using(unique)
+    att.node_counts(NODE, {("claim", f"ns/csi-{EBS}-1"): -1})
+    att.limits_on(NODE), att.migrated_on(NODE), att.resolve_claim(cache.volumes.api_claims["ns/csi-4"])
+    assert verdict(cache, pod("new", f"csi-{EBS}-0", f"csi-{EBS_IN_TREE}-1")) == EXCEED
+    assert verdict(cache, pod("shared", f"csi-{EBS}-1", f"csi-{EBS_IN_TREE}-0")) is None
+    assert held(att) == before, "a read changed what the counts hold"
+
+    # the attached csi-0, the pods' csi-1 and csi-2 (csi-2 attached too), the migrated in-tree volume
+    per_driver, on_node = att.node_counts(NODE)   # computed from the node's references, not read
+    assert per_driver == {EBS: 4} and got[2][ebs] == 4 and got[1][ebs] == 4 and got[4][ebs] == 0
+    assert got[6] == {NODE: on_node} and len(on_node) == 3
+    assert fits == [need <= least for least in att.headroom.min(axis=0).tolist() for need in (0, 1, 2, 3, 5, 1_000)]
+    att.recount(NODE)
+    assert held(att) == before, "the counts were already what a recount gives"
+
+
+def test_the_least_headroom_of_each_driver_is_exact_after_every_change() -> None:
+    """fits_everywhere answers from a kept least headroom per driver; it goes down with a placement, and back up
+    when the one node that held it gets room again (a pod removed, a count grown, a node gone)."""
+    cache = volume_cache({"a": {}, "b": {}, "c": {}}, tuple(fixture([EBS], 0)[1]), tuple(fixture([EBS], 0)[0]),
+                         tuple(fixture([EBS], 0)[2]))
+    att = cache.attachments
+    for n, count in (("a", 3), ("b", 2), ("c", 4)):
+        att.set_csinode(parse_csinode({"metadata": {"name": n}, "spec": {"drivers": [
+            {"name": EBS, "allocatable": {"count": count}}]}}))
+    ebs = att.drivers[EBS]
+
+    def least() -> int:
+        assert att._least == att.headroom.min(axis=0).tolist()
+        return att._least[ebs]
+
+    assert least() == 2
+    one, two = pod("one", f"csi-{EBS}-0", node="b"), pod("two", f"csi-{EBS}-1", f"csi-{EBS}-2", node="a")
+    cache.add_pod(one)
+    assert least() == 1
+    sharer = pod("sharer", f"csi-{EBS}-0", node="b")   # the same claim, on the same node: nothing new
+    cache.add_pod(sharer)
+    assert least() == 1
+    cache.remove_pod(sharer)
+    assert least() == 1 and att.used[cache.nodes.row("b"), ebs] == 1, "one still uses it"
+    cache.add_pod(two)
+    assert least() == 1 and att.fits_everywhere(ebs, 1) and not att.fits_everywhere(ebs, 2)
+    cache.remove_pod(one)
+    assert least() == 1, "a holds the least now"
+    cache.remove_pod(two)
+    assert least() == 2
+    att.set_csinode(parse_csinode({"metadata": {"name": "b"}, "spec": {"drivers": [
+        {"name": EBS, "allocatable": {"count": 5}}]}}))
+    assert least() == 3
+    cache.remove_node("a")
+    assert least() == 4 and att.fits_everywhere(ebs, 4)
 
 
 def test_a_node_that_fills_up_is_seen_although_every_node_had_room_before() -> None:
     cache = cache_with([EBS], (), limit=2)
     att = cache.attachments
     assert verdict(cache, EBS_ONE) is None
-    assert att.fits_everywhere(att.drivers[EBS], 1), "the bound is kept now"
+    assert att.fits_everywhere(att.drivers[EBS], 2) and not att.fits_everywhere(att.drivers[EBS], 3)
     cache.add_pod(parse_pod(EBS_TWO.raw | {"spec": EBS_TWO.raw["spec"] | {"nodeName": NODE}}))
     assert not att.fits_everywhere(att.drivers[EBS], 1)
     assert verdict(cache, EBS_ONE) == EXCEED

@@ -156,10 +156,63 @@ CASES = [
                  id="any claim's problem refuses the pod at PreFilter"),
 ]
 
+# Two bad claims: upstream's PreFilter checks every claim for existence, loss, deletion and ownership
+# (podHasPVCs) before any for its binding (GetPodVolumeClaims), so the order of the pod's volumes decides
+# only between problems of the same pass.
+IMMEDIATE = pvc("first")   # unbound, no class: binds at once, the PV controller's job
+ORDER_CASES = [
+    pytest.param(Env(pvcs=(IMMEDIATE,)), pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "second" not found', {}),
+                 id="an unbound immediate claim, then a missing one: the missing one is named"),
+    pytest.param(Env(pvcs=(IMMEDIATE, pvc("second", "v2", phase="Lost"))),
+                 pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "second" bound to non-existent persistentvolume "v2"', {}),
+                 id="an unbound immediate claim, then a lost one: the lost one is named"),
+    pytest.param(Env(pvcs=(IMMEDIATE, pvc("second", "v2", deleting=True)), pvs=(pv("v2"),)),
+                 pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "second" is being deleted', {}),
+                 id="an unbound immediate claim, then one being deleted: the deleted one is named"),
+    pytest.param(Env(pvcs=(IMMEDIATE,)), pod(claim_vol("first", "a"), ephemeral_vol()),
+                 (UU, 'waiting for ephemeral volume controller to create the persistentvolumeclaim "p-scratch"', {}),
+                 id="an unbound immediate claim, then an ephemeral volume's claim not created yet"),
+    pytest.param(Env(pvcs=(IMMEDIATE, pvc("p-scratch", "v2", owner_uid="someone-else")), pvs=(pv("v2"),)),
+                 pod(claim_vol("first", "a"), ephemeral_vol()),
+                 (UU, "PVC ns/p-scratch was not created for pod ns/p (pod is not owner)", {}),
+                 id="an unbound immediate claim, then an ephemeral volume's claim of another pod"),
+    pytest.param(Env(pvcs=(pvc("first", "v1", bound=False, cls="local"),), pvs=(pv("v1"),),
+                     classes=(sc("local", "WaitForFirstConsumer"),)),
+                 pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "second" not found', {}),
+                 id="a claim only pre-bound, then a missing one: the missing one is named"),
+    pytest.param(Env(pvcs=(pvc("second"),)), pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "first" not found', {}),
+                 id="a missing claim, then an unbound immediate one: the missing one, as before"),
+    pytest.param(Env(), pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "first" not found', {}),
+                 id="two missing claims: the first in the pod's volumes"),
+    pytest.param(Env(pvcs=(pvc("first", phase="Lost"), pvc("second", deleting=True))),
+                 pod(claim_vol("first", "a"), claim_vol("second", "b")),
+                 (UU, 'persistentvolumeclaim "first" bound to non-existent persistentvolume ""', {}),
+                 id="a lost claim, then one being deleted: the first in the pod's volumes"),
+    pytest.param(Env(pvcs=(IMMEDIATE, pvc("second", cls="fast")), classes=(sc("fast", "Immediate"),)),
+                 pod(claim_vol("first", "a"), claim_vol("second", "b")), (UU, ERR_UNBOUND_IMMEDIATE, {}),
+                 id="two unbound immediate claims, both there: unbound immediate"),
+]
 
-@pytest.mark.parametrize("env, p, want", CASES)
+
+@pytest.mark.parametrize("env, p, want", CASES + ORDER_CASES)
 def test_volume_binding(env: Env, p: Any, want: tuple[Code, str, dict[str, str | None]]) -> None:
     assert env.run(p) == want
+
+
+@pytest.mark.parametrize("env, p, want", ORDER_CASES)
+def test_filter_without_pre_filter_names_the_same_problem(env: Env, p: Any,
+                                                          want: tuple[Code, str, dict[str, str | None]]) -> None:
+    """With PreFilter disabled, Filter evaluates the claims itself, in the same order, on every node."""
+    rows = env.cache.nodes.rows()
+    res = env.plugin.filter(CycleState(), p, env.cache.nodes, rows)
+    assert not res.passed.any()
+    assert {(r.reason, r.code) for r in res.rejections} == {(want[1], want[0])}
 
 
 def test_filter_without_pre_filter_evaluates_the_claims_itself() -> None:

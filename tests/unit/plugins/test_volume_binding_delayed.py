@@ -161,7 +161,7 @@ MATCHING = [
 
 @pytest.mark.parametrize("env, want", MATCHING)
 def test_filter(env: Env, want: dict[str, tuple[str, ...]]) -> None:
-    claims = sorted({c.name for c in env.cache.volumes.claims.values() if c.storage_class in ("local", "fast")})
+    claims = sorted({c.name for c in env.cache.volumes.api_claims.values() if c.storage_class in ("local", "fast")})
     assert env.filter(pod(*claims)) == want
 
 
@@ -220,9 +220,9 @@ def test_an_informer_event_newer_than_the_assumption_replaces_it_an_older_one_do
     env.reserve(pod("a", uid="1"), "n1")
     vols = env.cache.volumes
     vols.set_pv(parse_pv(vol("pv1", node="n1", rv="5")))   # a resync of the same version: still assumed
-    assert vols.volume("pv1").claim_ref.name == "a"
+    assert vols.assumed_volume("pv1").claim_ref.name == "a"
     vols.set_pv(parse_pv(vol("pv1", node="n1", rv="6")))   # the API moved on without our write: it wins
-    assert vols.volume("pv1").claim_ref is None
+    assert vols.assumed_volume("pv1").claim_ref is None
     assert env.filter(pod("b", uid="2"))["n1"] == OK
 
 
@@ -292,7 +292,7 @@ async def test_pre_bind_sets_selected_node_for_provisioning() -> None:
     env = Env(pvcs=(claim("data", cls="fast"),), client=client, pods={p.uid: p})
     state = env.reserve(p, "n3")
     assert env.chosen(state) == ([], ["data"])
-    assert env.cache.volumes.claim("ns", "data").selected_node == "n3"   # assumed
+    assert env.cache.volumes.assumed_claim("ns", "data").selected_node == "n3"   # assumed
     task = asyncio.create_task(env.plugin.pre_bind(state, p, "n3"))
     await asyncio.sleep(0)
     (path, body), = client.updates
@@ -315,7 +315,7 @@ async def test_pre_bind_times_out_after_bind_timeout_seconds() -> None:
     st = await asyncio.wait_for(task, 1)
     assert st.code == Code.ERROR and st.message() == ERR_BIND_TIMEOUT
     env.plugin.unreserve(state, p, "n1")   # what the binding cycle does next: the volume is free again
-    assert env.cache.volumes.volume("pv1").claim_ref is None
+    assert env.cache.volumes.assumed_volume("pv1").claim_ref is None
 
 
 async def test_a_conflict_fails_pre_bind_with_the_servers_words() -> None:
@@ -387,7 +387,7 @@ def test_best_static_needs_no_loop_over_pinned_volumes() -> None:
     pvs = tuple(vol(f"pv{i}-{j}", f"{1 + j}Gi", node=f"n{i}") for i in range(2500) for j in range(2))
     cache = volume_cache(nodes, (claim("data"),), pvs, (LOCAL,))
     rows = cache.nodes.rows()
-    m = cache.volumes.best_static(cache.volumes.claim("ns", "data"), rows, [])
+    m = cache.volumes.best_static(cache.volumes.assumed_claim("ns", "data"), rows, [])
     names = [m.name(i) for i in range(len(rows))]
     assert names == [f"pv{n[1:]}-0" for n in cache.nodes.names_of(rows)]
     assert isinstance(m.slot, np.ndarray)
