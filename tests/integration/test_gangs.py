@@ -62,39 +62,35 @@ def member(name: str, group: str, cpu: str = "1", **kw: Any) -> dict[str, Any]:
     return make_pod(name, cpu=cpu, memory="64Mi", labels={GROUP_LABEL: group, "app": group}, **kw)
 
 
-@dataclass
-class Sim:
-    """The simulated cluster, a client for the test's own reads and writes, and what the binder did."""
+class GangView:
+    """What a gang test reads and asks, whichever server it runs on: pods' and groups' conditions, binds,
+    what the scheduler holds, events.
 
-    cluster: SimCluster
+    A subclass says where objects come from (:meth:`pod`, :meth:`pod_group`) and has ``client`` (the
+    test's own API client), ``app`` (the scheduler, while it runs), ``ns`` and ``first_bind_placed``.
+    """
+
     client: APIClient
-    kubeconfig: Path
-    app: App | None = None
-    binds: list[tuple[float, str, str]] = field(default_factory=list)     # (when, pod, node) of every bind
-    first_bind_placed: dict[str, int] = field(default_factory=dict)       # group -> members with a node then
-    held_back: set[str] = field(default_factory=set)                      # pods whose binds the API refuses
-
-    # the label naming a member's gang, and the gang index key of a group (test_gangs_native.py's differ)
+    app: App | None
+    first_bind_placed: dict[str, int]     # group -> members with a node when its first bind was seen
+    ns: str                               # the namespace of the test's pods and groups
+    # the label naming a member's gang (test_gangs_native.py's differs)
     group_label = GROUP_LABEL
 
-    @staticmethod
-    def gang_key(group: str) -> str:
-        return f"{NS}/{group}"
+    def gang_key(self, group: str) -> str:
+        """The scheduler's gang index key of a group."""
+        return f"{self.ns}/{group}"
 
-    @property
-    def store(self) -> Any:
-        return self.cluster.store
+    def pod(self, name: str) -> dict[str, Any] | None:
+        raise NotImplementedError
+
+    def pod_group(self, name: str) -> dict[str, Any] | None:
+        raise NotImplementedError
 
     async def create_group(self, name: str, min_member: int, **spec: Any) -> None:
         body = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": NS}, "spec": {"minMember": min_member, **spec}}
-        await self.client.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{NS}/podgroups", body)
-
-    def create_pod(self, body: dict[str, Any]) -> None:
-        self.store.create(PODS, NS, body)
-
-    def pod(self, name: str) -> dict[str, Any] | None:
-        return self.store.get_obj(PODS, NS, name)
+                "metadata": {"name": name, "namespace": self.ns}, "spec": {"minMember": min_member, **spec}}
+        await self.client.create(f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{self.ns}/podgroups", body)
 
     def node_of(self, name: str) -> str:
         return ((self.pod(name) or {}).get("spec") or {}).get("nodeName") or ""
@@ -112,8 +108,7 @@ class Sim:
         return c.get("status", ""), c.get("reason", ""), c.get("message", "")
 
     def group_condition(self, name: str, type_: str = "PodGroupScheduled") -> dict[str, Any]:
-        pg = self.store.get_obj(PODGROUPS, NS, name) or {}
-        for c in (pg.get("status") or {}).get("conditions") or ():
+        for c in ((self.pod_group(name) or {}).get("status") or {}).get("conditions") or ():
             if c.get("type") == type_:
                 return c
         return {}
@@ -127,10 +122,43 @@ class Sim:
         return [st.pod.name for st in self.app.scheduler.cache.pods.values()
                 if st.assumed and not self.node_of(st.pod.name)]
 
+    def note_bind(self, labels: dict[str, str]) -> None:
+        """A member of the gang ``labels`` name was bound: note how many members had a node then (the first time)."""
+        group = labels.get(self.group_label)
+        if group and group not in self.first_bind_placed and self.app is not None:
+            self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(self.gang_key(group)))
+
     async def events(self, regarding: str, reason: str) -> list[str]:
-        items = (await self.client.list(f"/apis/events.k8s.io/v1/namespaces/{NS}/events"))["items"]
+        items = (await self.client.list(f"/apis/events.k8s.io/v1/namespaces/{self.ns}/events"))["items"]
         return [e.get("note", "") for e in items
                 if (e.get("regarding") or {}).get("name") == regarding and e.get("reason") == reason]
+
+
+@dataclass
+class Sim(GangView):
+    """The simulated cluster, a client for the test's own reads and writes, and what the binder did."""
+
+    cluster: SimCluster
+    client: APIClient
+    kubeconfig: Path
+    ns: str = NS
+    app: App | None = None
+    binds: list[tuple[float, str, str]] = field(default_factory=list)     # (when, pod, node) of every bind
+    first_bind_placed: dict[str, int] = field(default_factory=dict)       # group -> members with a node then
+    held_back: set[str] = field(default_factory=set)                      # pods whose binds the API refuses
+
+    @property
+    def store(self) -> Any:
+        return self.cluster.store
+
+    def create_pod(self, body: dict[str, Any]) -> None:
+        self.store.create(PODS, self.ns, body)
+
+    def pod(self, name: str) -> dict[str, Any] | None:
+        return self.store.get_obj(PODS, self.ns, name)
+
+    def pod_group(self, name: str) -> dict[str, Any] | None:
+        return self.store.get_obj(PODGROUPS, self.ns, name)
 
     def watch_binds(self) -> None:
         """Log every bind, note how many members of the pod's gang had a node at its gang's first bind,
@@ -145,9 +173,7 @@ class Sim:
                 return
             # observers run inside the write, on the event loop: the scheduler's cache is as it was
             # when the bind came in
-            group = result.labels.get(self.group_label)
-            if group and group not in self.first_bind_placed and self.app is not None:
-                self.first_bind_placed[group] = len(self.app.scheduler.cache.gangs.placed_members(self.gang_key(group)))
+            self.note_bind(result.labels)
             self.binds.append((time.monotonic(), name, result.fields["spec.nodeName"]))
 
         self.store.admit(refuse_held_back)

@@ -32,12 +32,15 @@ def pod(name: str, cpu: str, priority: str = LOW, **kw: Any) -> dict[str, Any]:
     return body
 
 
+def priority_class(name: str) -> dict[str, Any]:
+    """The PriorityClass ``name`` (one of :data:`VALUES`)."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": VALUES[name], "preemptionPolicy": "Never" if name == HIGH_NEVER else "PreemptLowerPriority"}
+
+
 def create_classes(env: Any) -> None:
-    for name, value in VALUES.items():
-        env.store.create(PRIORITY_CLASSES, "", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-                                                "metadata": {"name": name}, "value": value,
-                                                "preemptionPolicy": "Never" if name == HIGH_NEVER
-                                                else "PreemptLowerPriority"})
+    for name in VALUES:
+        env.store.create(PRIORITY_CLASSES, "", priority_class(name))
 
 
 def fast_config() -> Any:

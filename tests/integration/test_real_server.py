@@ -21,69 +21,31 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
-import ssl
 from pathlib import Path
 from typing import Any, AsyncIterator
 
-import aiohttp
 import pytest
 import pytest_asyncio
 
-from bench.simcluster import SimCluster
 from scheduler.app import App
 from tests.integration.test_scheduler import SCHED, config, eventually, scheduled_condition
-from tests.support import envtest
+from tests.support import envtest, servers
+from tests.support.servers import Server
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 NODE_PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 _names = itertools.count()
 
-
-class Server:
-    """One API server as a client sees it: HTTP with its credentials, and a kubeconfig for tandem."""
-
-    def __init__(self, kind: str, url: str, kubeconfig: Path, session: aiohttp.ClientSession) -> None:
-        self.kind, self.url, self.kubeconfig, self.session = kind, url, kubeconfig, session
-
-    async def call(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> Any:
-        data = json.dumps(body).encode() if body is not None else None
-        async with self.session.request(method, self.url + path, data=data,
-                                        headers={"Content-Type": content_type}) as r:
-            out = await r.json(content_type=None)
-            assert r.status < 300, f"{method} {path}: HTTP {r.status}: {out}"
-            return out
-
-    async def pod(self, ns: str, name: str) -> dict[str, Any]:
-        return await self.call("GET", f"/api/v1/namespaces/{ns}/pods/{name}")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def real(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[envtest.RealAPIServer | None]:
-    if envtest.skip_reason() is not None:
-        yield None
-        return
-    async with envtest.real_apiserver(tmp_path_factory.mktemp("real")) as server:
-        yield server
+real = servers.real_apiserver_fixture()
 
 
 @pytest_asyncio.fixture(params=["sim", "real"], loop_scope="module")
 async def server(request: pytest.FixtureRequest, tmp_path: Path,
                  real: envtest.RealAPIServer | None) -> AsyncIterator[Server]:
-    timeout = aiohttp.ClientTimeout(total=30)
-    if request.param == "real":
-        if real is None:
-            pytest.skip(envtest.skip_reason() or "the real kube-apiserver did not start")
-        ctx = ssl.create_default_context(cafile=str(real.ca_file)) if real.ca_file else False
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {real.token}"}, timeout=timeout,
-                                         connector=aiohttp.TCPConnector(ssl=ctx)) as session:
-            yield Server("real", real.base_url, real.kubeconfig, session)
-        return
     # no node agent: as on the real server, no kubelet writes pod status behind the test's back
-    async with SimCluster(nodes=0, agent=None, kubeconfig=tmp_path / "sim.kubeconfig") as cluster:
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            yield Server("sim", cluster.url, tmp_path / "sim.kubeconfig", session)
+    async with servers.serving(request.param, tmp_path, real, agent=None) as s:
+        yield s
 
 
 @contextlib.asynccontextmanager
