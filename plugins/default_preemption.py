@@ -93,7 +93,8 @@ class DefaultPreemption(Evaluator):
         fw = self.handle.framework
         key = fw.gang.gang_key(pod) if fw is not None and fw.gang is not None else None
         if key:
-            return preempt_for_gang(self, pod, key, sync=not self.args.async_preemption)
+            return preempt_for_gang(self, pod, key, sync=not self.args.async_preemption, state=state,
+                                    diagnosis=diagnosis)
         ok, msg = self.eligible(pod, diagnosis)
         if not ok:
             return None, Status(Code.UNSCHEDULABLE, "preemption: " + msg)

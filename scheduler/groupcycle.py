@@ -133,6 +133,8 @@ class GroupCycle(ScheduleOne):
             pg = self.cache.gangs.group(key)
             if pg is not None and pg.topology_key:
                 self._topology_cycle(fw, key, pg, members)
+            elif pg is not None and pg.native:
+                self._native_cycle(fw, key, members)
             else:
                 self._group_cycle(fw, key, members)
         except Exception as exc:  # a bug in the group cycle itself: the gang is rejected as a whole
@@ -178,6 +180,78 @@ class GroupCycle(ScheduleOne):
                 continue  # the gang can still be whole (quorum reached, or enough members left to try)
             self._fail_rest(fw, members[i + 1:], msg, {gang.NAME})
             return
+
+    # ------------------------------------------------------------------ a native gang without a topology key
+
+    def _native_cycle(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> None:
+        """A native gang's members, every one tried with the ones placed before it, as kube-scheduler 1.36's pod
+        group cycle evaluates them: committed together if the gang can be whole, else taken back, each member
+        saying what it found (the ones that fit wait for the gang, the others why they fit nowhere).
+
+        The first member that fit nowhere runs PostFilter (gang preemption plans for the whole gang); the
+        others that fit nowhere carry what it said, without planning again.
+        """
+        gang = fw.gang
+        assert gang is not None
+        members.sort(key=_largest_first)
+        t = self._try_all(fw, key, members)
+        if t.error is not None:
+            self._member_error(fw, key, members, t.error)
+            return
+        if t.whole:
+            self._commit_together(fw, key, t.placed)
+            for a in t.failed:
+                self._report(fw, a)   # a member beyond the quorum: on its own, as any pod
+            return
+        self._take_back(fw, t.placed)
+        first, *rest = t.failed
+        st = self._report(fw, first)
+        if self.preemption.is_preempting(first.qi.uid):
+            # its PostFilter planned room for the whole gang and started the evictions: every member waits with
+            # it (planned members are nominated and held at PreEnqueue)
+            msg = st.message() if st is not None else ""
+            others = [a.qi for a in rest] + [a.qi for a in t.placed]
+            for m in others:
+                self._fail(fw, m, Status(Code.UNSCHEDULABLE, msg, plugin="DefaultPreemption"), reason="Unschedulable",
+                           message=msg)
+            return
+        said = first.diag.post_filter_msg if first.diag is not None else ""
+        for a in rest:
+            if a.diag is not None:
+                a.diag.post_filter_msg = said
+            self._report(fw, a, post_filter=False)
+        msg = gang.reject_gang(first.qi.pod, st.message() if st is not None else "")
+        self._fail_rest(fw, [a.qi for a in t.placed], msg, {gang.NAME})
+
+    def _try_all(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> _Try:
+        """Every member's cycle up to Reserve, each seeing those placed before it; ``whole``: the gang can be."""
+        gang = fw.gang
+        assert gang is not None
+        t = _Try()
+        with gang.trying(key):
+            for m in members:
+                a = self._place(fw, m, time.perf_counter(), trial=True)
+                if a.node:
+                    t.placed.append(a)
+                elif a.stage == GONE:
+                    self.queue.done(m.uid)
+                elif a.stage in (ERROR, RAISED):
+                    self._take_back(fw, t.placed)
+                    t.error = a
+                    return t
+                else:
+                    t.failed.append(a)
+        t.whole = not t.failed or gang.can_be_whole(key, {a.qi.uid for a in t.failed})
+        return t
+
+    def _commit_together(self, fw: Framework, key: str, placed: list[Attempt]) -> None:
+        """Permit and binding tasks for members placed in one group cycle: they bind together, as one round."""
+        self._hold_gang_bind(key)
+        try:
+            for a in placed:
+                self._commit(fw, a)
+        finally:
+            self._end_gang_bind_hold(fw, key)
 
     def _fail_rest(self, fw: Framework, rest: list[QueuedPodInfo], msg: str, plugins: set[str],
                    retry: bool = False) -> None:
@@ -246,12 +320,7 @@ class GroupCycle(ScheduleOne):
                 self._member_error(fw, key, members, t.error)
                 return
             if t.whole:
-                self._hold_gang_bind(key)   # the members committed here bind together, as one round
-                try:
-                    for a in t.placed:
-                        self._commit(fw, a)
-                finally:
-                    self._end_gang_bind_hold(fw, key)
+                self._commit_together(fw, key, t.placed)
                 for a in t.failed:
                     self._report(fw, a, post_filter=False)
                 self._report_misfits(fw, misfits)

@@ -280,12 +280,6 @@ INSUFFICIENT = ("0/2 nodes are available: 2 Insufficient cpu. no new claims to d
                 "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "tandem's group cycle stops at the first member that fits nowhere: the sixth member, never tried, says "
-    "the fitting members' 'waiting for minCount pods ... no plugin rejected pod' (5 say it, not 4); and gang "
-    "preemption that cannot make the gang whole returns Unschedulable with no message, so the member that "
-    "fits nowhere lacks kube-scheduler's ', preemption: 0/2 nodes are available: 2 No preemption victims "
-    "found for incoming pod.'"))
 async def test_the_members_of_a_native_gang_of_6_with_room_for_4_say_what_kube_scheduler_says(server):
     async with running(server, [make_node(f"node-{i}", cpu="2") for i in range(2)]) as c:
         six = await short_gang(c, "six", 6)

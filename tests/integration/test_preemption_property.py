@@ -36,8 +36,10 @@ than the longest backoff), the test's own Python checks:
 (d) every preemptor ends bound, after its victims' deletes and within
     BIND_WITHIN seconds of the last one; unless a pod of strictly higher
     priority was bound since on a node it preempted on (upstream lets a
-    higher-priority pod take a nominated pod's room). A gang member that
-    preempted ends with its gang complete (minMember bound);
+    higher-priority pod take a nominated pod's room), or, for a gang
+    member, on a node any member of its gang preempted on (the gang is
+    whole or not at all). A gang member that preempted ends with its gang
+    complete (minMember bound);
 (e) every pod is bound or has PodScheduled=False with a message and no
     nomination left (a nomination holds room against pods of equal or lower
     priority; upstream clears it when preemption finds no candidate), and no
@@ -480,14 +482,21 @@ def check_safety(o: Outcome) -> None:
         assert not spared, (f"(c) {g} (disruption mode PodGroup) lost members to preemption but kept {spared}, "
                             f"fewer than all its placed members{ctx}")
 
-    # (d) every preemptor ends bound, after its victims and soon after them, unless a higher pod took its room
+    # (d) every preemptor ends bound, after its victims and soon after them, unless a higher pod took its room;
+    # a gang member's room is its gang's (all or nothing: a higher pod on a sibling's node leaves the gang short,
+    # and the siblings' nominations go with it)
+    gang_nodes: dict[str, set[str]] = {}
+    for preemptor, nodes in nodes_of.items():
+        if info[preemptor].gang:
+            gang_nodes.setdefault(info[preemptor].gang, set()).update(nodes)
     for preemptor, nodes in nodes_of.items():
         p = info[preemptor]
         evictions = [rec.deleted[v] for v, q in preemptors_of.items() if preemptor in q and v in rec.deleted]
         first = min(evictions, default=0.0)
         if preemptor not in rec.binds:
+            room = gang_nodes[p.gang] if p.gang else nodes
             overtaken = [info[u].name for u, (t, n) in rec.binds.items()
-                         if n in nodes and t >= first and info[u].priority > p.priority]
+                         if n in room and t >= first and info[u].priority > p.priority]
             assert overtaken, (f"(d) {p.name} preempted on {sorted(nodes)} and never bound, and no pod of higher "
                                f"priority was bound there since{ctx}")
             continue

@@ -29,11 +29,15 @@ if TYPE_CHECKING:
 _OK = Status()
 
 
-def preempt_for_gang(evaluator: Evaluator, pod: Pod, key: str,
-                     sync: bool) -> tuple[PostFilterResult | None, Status]:
+def preempt_for_gang(evaluator: Evaluator, pod: Pod, key: str, sync: bool, state: CycleState | None = None,
+                     diagnosis: Any = None) -> tuple[PostFilterResult | None, Status]:
     """A gang member fits nowhere: plan a node for every member of the gang without one, preempting where
     needed, each plan seeing the victims and members planned before it; commit only if the gang reaches
-    its quorum, else evict nothing. The members planned are nominated and held until the evictions end."""
+    its quorum, else evict nothing. The members planned are nominated and held until the evictions end.
+
+    When the gang cannot be whole even so and ``pod`` (whose ``state`` and ``diagnosis`` they are) has no
+    victim anywhere, it says so in upstream's words for a pod (``preemption: 0/N nodes are available: N No
+    preemption victims found for incoming pod.``)."""
     fw = evaluator.handle.framework
     gangs = evaluator.handle.gangs
     pg = gangs.group(key)
@@ -66,11 +70,20 @@ def preempt_for_gang(evaluator: Evaluator, pod: Pod, key: str,
     if planned < need and evaluator.errors:
         return None, Status(Code.ERROR, "preemption: " + evaluator.errors[0].message())   # as for a single pod
     if planned < need or not any(vs for _, _, vs in plan):
-        # evict nothing: the gang would not be whole, or need not. Nominations from an earlier preemption
-        # go (upstream clears a pod's when no candidate is left): they would hold room the gang cannot use
-        if ev is not None:
+        # evict nothing: the gang would not be whole, or need not. When it would not be whole, the nominations
+        # from an earlier preemption go (upstream clears a pod's when no candidate is left): they would hold
+        # room the gang cannot use. When it fits without evicting, its members' nominations are part of why
+        # (a sibling's room, freed by a preemption that ended): they stay, and only this pod's goes
+        if ev is not None and planned < need:
             ev.withdraw(members)
-        return PostFilterResult(nominated_node=""), Status(Code.UNSCHEDULABLE)
+        why = ""
+        if planned < need and state is not None and diagnosis is not None:
+            evaluator.errors = []
+            saved = evaluator.rng.getstate()
+            cands, fit_error = evaluator.find_candidates(state, pod, diagnosis)
+            evaluator.rng.setstate(saved)
+            why = "" if cands or evaluator.errors else "preemption: " + fit_error
+        return PostFilterResult(nominated_node=""), Status(Code.UNSCHEDULABLE, *([why] if why else []))
     if ev is not None:
         ev.preempt_group(fw, plan, sync=sync)
     mine = next((n for m, n, _ in plan if m.uid == pod.uid), "")
