@@ -1,4 +1,4 @@
-"""PodGroup ``status.conditions``: the one rule every writer of the list follows.
+"""PodGroup ``status.conditions``: the one rule every writer of the list follows, and GangReadiness' writer.
 
 A PodGroup's conditions are one list that several writers share, each owning
 one condition type and never changing another's:
@@ -10,7 +10,7 @@ condition type         what it says                                             
                        native: kube-scheduler 1.36's Scheduled, Unschedulable,      (scheduler/podgroups.py,
                        SchedulerError                                               scheduler/podgroups_native.py)
 ``PodsReady``          Kueue's waitForPodsReady round                               GangReadiness
-                                                                                    (plugins/gang_readiness.py)
+                                                                                    (:class:`ConditionWriter`)
 ``DisruptionTarget``   a native group preempted whole                               the preemption executor
                                                                                     (scheduler/executor.py)
 =====================  ===========================================================  ==============================
@@ -46,13 +46,26 @@ the status controller imports it too, so both writers share one rule.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import time
-from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from scheduler.model import PodGroup
+from scheduler.framework.groupchanges import GroupChanges
+from scheduler.model import PodGroup, pod_group_path
+
+if TYPE_CHECKING:
+    from scheduler.framework.handle import Handle
+
+log = logging.getLogger("tandem.plugins.gang_readiness")   # the writer's: GangReadiness is its one user
+
+CONFLICT_RETRIES = 5            # writes made again after a 409, in a row, before the writer gives up
+CONFLICT_WAIT_SECONDS = 10.0    # how long a refused writer waits for the informer's newer version
 
 T = TypeVar("T")
+Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
 
 def rfc3339(epoch: float) -> str:
@@ -128,3 +141,104 @@ class Sent(Generic[T]):
 
     def forget(self, key: str) -> None:
         self._by_key.pop(key, None)
+
+
+class ConditionWriter:
+    """Writes one condition type, and the status fields that go with it, on PodGroups by the rule.
+
+    GangReadiness' PodsReady writer: :meth:`set` says what the group should show, and one task per group
+    writes the newest of that (a state set while a write is under way is written next, with the fields of
+    both). A write is :func:`conditions_patch` on the informer's copy; a 409 waits for the informer's newer
+    version (:class:`GroupChanges`, which the plugin's GroupEvents feed) and writes again, at most
+    :data:`CONFLICT_RETRIES` times in a row; other errors (the client already retried them) are logged and
+    the state waits for the next :meth:`set`. ``annotations``: status fields that a native PodGroup, whose
+    status holds only conditions (the 1.36 server drops the rest), keeps in an annotation instead, as
+    JSON; the CRD gets them in its status.
+    """
+
+    def __init__(self, handle: Handle, type_: str, spawn: Spawn, changes: GroupChanges,
+                 annotations: Mapping[str, str] | None = None) -> None:
+        self.handle = handle
+        self.type = type_
+        self.annotations = dict(annotations or {})
+        self._spawn = spawn
+        self._changes = changes
+        self._want: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}   # key -> (condition, fields) to write
+        self._sent: Sent[dict[str, Any]] = Sent()                         # key -> the condition written last
+        self._writers: set[str] = set()
+
+    def current(self, key: str, pg: PodGroup) -> dict[str, Any] | None:
+        """The group's condition as it stands: to be written, written and not shown yet, or the informer's."""
+        want = self._want.get(key)
+        if want is not None:
+            return want[0]
+        shown = find_condition(pg.status, self.type)
+        sent = self._sent.recall(key, pg)
+        if sent is None or sent == shown:
+            self._sent.forget(key)
+            return shown
+        return sent
+
+    def set(self, key: str, pg: PodGroup, status: str, reason: str, message: str,
+            fields: Mapping[str, Any] | None = None) -> None:
+        """The group should show this condition (and ``fields``); the write runs as a task."""
+        cond = new_condition(pg, self.type, status, reason, message, self.current(key, pg), self.handle.clock.wall())
+        merged = dict(self._want.get(key, (None, {}))[1])
+        merged.update(fields or {})
+        self._want[key] = (cond, merged)
+        if key not in self._writers:
+            self._writers.add(key)
+            self._spawn(self._write(key), f"status of PodGroup {key}")
+
+    def forget(self, key: str) -> None:
+        """The group is gone (or no longer ours): drop what was to be written and what was written."""
+        self._want.pop(key, None)
+        self._sent.forget(key)
+
+    async def _write(self, key: str) -> None:
+        client = self.handle.client
+        conflicts = 0
+        annotated: dict[str, str] = {}
+        try:
+            while (want := self._want.get(key)) is not None:
+                pg = self.handle.gangs.group(key)
+                if pg is None:
+                    self._want.pop(key, None)
+                    return
+                cond, fields = want
+                notes = {self.annotations[f]: json.dumps(v, separators=(",", ":"))
+                         for f, v in fields.items() if pg.native and f in self.annotations}
+                body = conditions_patch(pg, self.type, cond, None if pg.native else fields)
+                try:
+                    if notes and notes != annotated:   # an annotation is merged by key: no version needed
+                        await client.patch(pod_group_path(key), {"metadata": {"annotations": notes}})
+                        annotated = notes
+                    await client.patch(f"{pod_group_path(key)}/status", body)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - already retried by the client
+                    if getattr(exc, "status", None) == 409 and conflicts < CONFLICT_RETRIES:
+                        conflicts += 1
+                        log.debug("PodGroup %s changed under its %s write; writing it again on the newer "
+                                  "version", key, self.type)
+                        await self._newer_than(key, pg.resource_version)
+                        continue
+                    log.warning("PodGroup %s: cannot write its %s condition: %s", key, self.type, exc)
+                    return
+                conflicts = 0
+                self._sent.remember(key, pg.resource_version, cond)
+                if self._want.get(key) is want:
+                    del self._want[key]
+        finally:
+            self._writers.discard(key)
+
+    async def _newer_than(self, key: str, version: str) -> None:
+        """Until the informer's copy of group ``key`` is not ``version`` (or it is gone), at most
+        CONFLICT_WAIT_SECONDS: then the write is made again on whatever the informer has."""
+        clock = self.handle.clock
+        deadline = clock() + CONFLICT_WAIT_SECONDS
+        while (pg := self.handle.gangs.group(key)) is not None and pg.resource_version == version:
+            left = deadline - clock()
+            if left <= 0:
+                return
+            await self._changes.wait(key, left)
