@@ -70,8 +70,27 @@ fields: ``timeoutSeconds`` (300), ``backoffBaseSeconds`` (60),
 ``backoffMaxSeconds`` (3600), ``backoffLimitCount`` (unset: unlimited),
 ``blockAdmission`` (false), ``allGangs`` (false). Durations may be
 fractional seconds. Enable it under multiPoint (it implements PreEnqueue,
-PreFilter and EnqueueExtensions) and it runs a background task that checks
-the gangs every second or at the next deadline, whichever is sooner.
+PreFilter and EnqueueExtensions).
+
+Events and timers, not a sweep. The plugin looks at a gang when something
+about it changed: a member pod or the PodGroup was added, updated or deleted
+(its GroupEvents extension point: the informer handlers say which gang), or
+one of the gang's deadlines came (a clock timer per gang, at the end of its
+PodsReady timeout or of its backoff). Its background task starts by looking
+at every PodGroup (so a restarted or newly elected scheduler reads every
+round back), and from then on only at the gangs that changed or came due. A
+gang's state (its round, its timer, its pending status write, an unreadable
+annotation already reported) is dropped when its PodGroup is deleted or no
+longer takes part, so none of it grows with the gangs that come and go. An
+unreadable ``pods-ready-timeout-seconds`` is logged once per group and value.
+
+Status. The PodsReady condition (and ``requeueState``, ``phase: Failed``) is
+written by the rule every writer of a PodGroup's conditions follows
+(scheduler/framework/podgroupconditions.py): a merge patch on the
+resourceVersion whose other conditions it keeps, and on 409 Conflict it
+waits for the informer's newer version and writes again; so it never erases
+the status controller's PodGroupScheduled. The eviction round's API work
+(marking, deleting, recreating bare pods) is scheduler/framework/gangeviction.py.
 
 What it must never do: block the scheduling cycle (every API call is a task,
 and PreEnqueue/PreFilter are dictionary lookups), evict a gang that is not
@@ -83,20 +102,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, QueueingHint, Resource, Status, register,
 )
-from scheduler.framework.recreation import (  # RECREATE_ANNOTATION: the plugin's annotation, named here too
-    ANNOTATIONS_LIMIT, RECREATE_ANNOTATION, Records, grace_left, look, recreation, seen,
-)
+from scheduler.framework.clock import Timer
+from scheduler.framework.gangeviction import PODS_READY_TIMEOUT, GangEviction
+from scheduler.framework.groupchanges import GroupChanges
+from scheduler.framework.podgroupconditions import ConditionWriter, find_condition, rfc3339
+from scheduler.framework.recreation import ANNOTATIONS_LIMIT, RECREATE_ANNOTATION, recreation
 from scheduler.framework.runtime import go_duration
 from scheduler.model import (
     POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED, Pod, PodGroup, parse_time,
-    pod_group_path, split_gang_key,
 )
 
 log = logging.getLogger("tandem.plugins.gang_readiness")
@@ -109,20 +128,20 @@ TIMEOUT_ANNOTATION = "scheduling.tandem.dev/pods-ready-timeout-seconds"
 # requeue state is kept here instead, as the same JSON, so that a restarted scheduler reads it back
 REQUEUE_ANNOTATION = "scheduling.tandem.dev/requeue-state"
 
-# the PodsReady condition's reasons (Kueue's)
+# the PodsReady condition's reasons (Kueue's; the third, PODS_READY_TIMEOUT, is the eviction round's too)
 WAIT_FOR_START = "WaitForStart"
 PODS_READY = "PodsReady"
-PODS_READY_TIMEOUT = "PodsReadyTimeout"
 REQUEUING_LIMIT_EXCEEDED = POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
-TICK_SECONDS = 1.0
-RECREATE_MARGIN_SECONDS = 30.0  # past the old pod's grace period before its slowness is reported
-POLL_SECONDS = 0.5              # how often a recreation looks whether the old pod is gone (a dict lookup)
-SLOW_POLL_SECONDS = 5.0         # ... once it is overdue (a finalizer, a node that is down)
-RETRY_MAX_SECONDS = 60.0        # the longest wait between two failed creates
 SHUTDOWN_GRACE_SECONDS = 5.0    # evictions and recreations under way get this long at shutdown
+# a deadline counts as come this much before it (a timer may fire a clock tick early; sums of floats round)
+EARLY_SECONDS = 1e-3
 
 _OK = Status()
+
+# what tests and the docs reach through this module besides the plugin: its annotations, the record's format
+__all__ = ["ANNOTATIONS_LIMIT", "NAME", "OPT_IN_ANNOTATION", "RECREATE_ANNOTATION", "REQUEUE_ANNOTATION",
+           "TIMEOUT_ANNOTATION", "GangReadiness", "GangReadinessArgs", "recreation"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,26 +193,37 @@ class _Gang:
 @register
 class GangReadiness:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"PreEnqueue", "EnqueueExtensions", "PreFilter", "Background"})
+    EXTENSION_POINTS = frozenset({"PreEnqueue", "EnqueueExtensions", "PreFilter", "Background", "GroupEvents"})
     Args = GangReadinessArgs
 
     def __init__(self, args: GangReadinessArgs | None, handle: Any) -> None:
         self.args = args if args is not None else GangReadinessArgs()
         self.handle = handle
-        self.clock = handle.clock             # deadlines, backoffs and the tick's sleep
+        self.clock = handle.clock             # deadlines, backoffs and their timers
         self.wall = handle.clock.wall         # for the timestamps written to the API
-        self.tick_seconds = TICK_SECONDS
         self._gangs: dict[str, _Gang] = {}
         # gangs with their quorum bound and not yet Ready, oldest first (blockAdmission holds the others)
         self._in_progress: dict[str, None] = {}
-        self._want: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}   # key -> (PodsReady condition, extras)
-        self._writers: set[str] = set()
+        self._timers: dict[str, tuple[float, Timer]] = {}   # key -> (clock() it is due, timer): its next deadline
+        self._malformed: dict[str, str] = {}  # key -> the unreadable timeout annotation already logged
+        self._dirty: dict[str, None] = {}     # groups that changed or came due, oldest first (an ordered set)
+        self._wake: asyncio.Event | None = None   # while run() runs: set when a group is dirty
         self._tasks: set[asyncio.Task[Any]] = set()
-        # bare pods to create again (the PodGroup's RECREATE_ANNOTATION, as this process knows it)
-        self._records = Records(handle)
-        self._recreating: dict[tuple[str, str], asyncio.Task[Any]] = {}   # (key, pod name) -> its task
-        self.evicted = 0                      # pods deleted (metrics, tests)
-        self.recreated = 0                    # bare pods created again
+        self._changes = GroupChanges(handle.clock)   # wakes writers and recreations waiting for their gang
+        # PodsReady (and requeueState, phase) by the rule of a PodGroup's conditions, one writer per group
+        self._status = ConditionWriter(handle, POD_GROUP_PODS_READY, self._spawn, self._changes,
+                                       annotations={"requeueState": REQUEUE_ANNOTATION})
+        self._eviction = GangEviction(handle, self._spawn, self._changes)
+
+    @property
+    def evicted(self) -> int:
+        """Pods deleted by evictions (metrics, tests)."""
+        return self._eviction.evicted
+
+    @property
+    def recreated(self) -> int:
+        """Bare pods created again."""
+        return self._eviction.recreated
 
     # ------------------------------------------------------------------ who takes part
 
@@ -208,11 +238,14 @@ class GangReadiness:
             try:
                 t = float(raw)
                 if t > 0:
+                    self._malformed.pop(pg.key, None)
                     return t
             except (TypeError, ValueError):
                 pass
-            log.warning("PodGroup %s: %s=%r is not a positive number of seconds; using %ss",
-                        pg.key, TIMEOUT_ANNOTATION, raw, self.args.timeout_seconds)
+            if self._malformed.get(pg.key) != raw:   # once per group and value: this is read at every look
+                self._malformed[pg.key] = raw
+                log.warning("PodGroup %s: %s=%r is not a positive number of seconds; using %ss",
+                            pg.key, TIMEOUT_ANNOTATION, raw, self.args.timeout_seconds)
             return self.args.timeout_seconds
         if opt == "true" or self.args.all_gangs:
             return self.args.timeout_seconds
@@ -228,13 +261,12 @@ class GangReadiness:
         return st
 
     def _restore(self, uid: str, pg: PodGroup) -> _Gang:
-        status = pg.status
         st = _Gang(uid)
         rq = _requeue_state(pg)
         count = rq.get("count")
         if isinstance(count, int) and not isinstance(count, bool) and count > 0:
             st.evictions = count
-        cond = _pods_ready(status)
+        cond = find_condition(pg.status, POD_GROUP_PODS_READY)
         if cond is not None:
             st.failed = cond.get("reason") == REQUEUING_LIMIT_EXCEEDED
             st.ready = cond.get("status") == "True"
@@ -242,7 +274,7 @@ class GangReadiness:
             left = parse_time(rq["requeueAt"]) - self.wall()
             if left > 0:
                 st.requeue_at = self.clock() + left
-                st.requeue_at_text = _rfc3339(parse_time(rq["requeueAt"]))
+                st.requeue_at_text = rfc3339(parse_time(rq["requeueAt"]))
         return st
 
     def _members(self, key: str) -> list[Pod]:
@@ -295,7 +327,7 @@ class GangReadiness:
         return None, self.hold(pod) or _OK
 
     def events_to_register(self) -> list[ClusterEventWithHint]:
-        # the background task activates held gangs when a hold ends; these cover a PodGroup that changes
+        # the plugin activates held gangs when a hold ends; these cover a PodGroup that changes
         # (opted out, deleted, recreated) or a blocking gang whose pods go away
         return [
             ClusterEventWithHint(ClusterEvent(Resource.POD_GROUP, ActionType.ALL), self._hint),
@@ -305,17 +337,37 @@ class GangReadiness:
     def _hint(self, pod: Pod, old: Any, new: Any) -> int:
         return QueueingHint.QUEUE if self.hold(pod) is None else QueueingHint.SKIP
 
+    def group_changed(self, key: str) -> None:
+        """GroupEvents: a member pod or the PodGroup ``key`` changed. O(1): :meth:`run` looks at the group."""
+        self._changes.notify(key)
+        if self._wake is not None:
+            self._mark(key)
+        elif self.handle.gangs.group(key) is None:
+            # not running (a follower, or not started): a deleted group's state goes now, the rest is looked
+            # at when run() starts
+            self._forget(key)
+            self._eviction.deleted(key)
+
+    def _mark(self, key: str) -> None:
+        if self._wake is not None:
+            self._dirty[key] = None
+            self._wake.set()
+
     # ------------------------------------------------------------------ the background task
 
     async def run(self) -> None:
-        """Check the gangs every tick (or at the next deadline) until cancelled."""
+        """Until cancelled: look at the gangs that changed (GroupEvents) or came due (timers)."""
+        self._wake = wake = asyncio.Event()
+        # the first look is at every group: the state of each is read back from it (a restart, a new leader)
+        self._dirty.update(dict.fromkeys([*self.handle.gangs.groups, *self._gangs]))
         try:
             while True:
+                wake.clear()
                 try:
-                    self.tick()
-                except Exception:  # noqa: BLE001 - a bug here must not end the checks
-                    log.exception("GangReadiness tick failed")
-                await self.clock.sleep(self._next_wait())
+                    self.sync()
+                except Exception:  # noqa: BLE001 - a bug here must not end the plugin's work
+                    log.exception("GangReadiness failed to look at its gangs")
+                await self.clock.wait(wake, None)
         except asyncio.CancelledError:
             # let the work under way finish a moment; what is left of a bare pod's recreation is on its
             # PodGroup, for the next leader (or this process, leading again, which reads it afresh)
@@ -323,51 +375,28 @@ class GangReadiness:
                 await asyncio.wait(list(self._tasks), timeout=SHUTDOWN_GRACE_SECONDS)
             for task in list(self._tasks):
                 task.cancel()
-            self._records.clear()
+            self._eviction.stopped()
             raise
+        finally:
+            self._wake = None
+            self._dirty.clear()
+            for _, timer in self._timers.values():
+                timer.cancel()
+            self._timers.clear()
 
-    def _next_wait(self) -> float:
-        now = self.clock()
-        wait = self.tick_seconds
-        for key, st in self._gangs.items():
-            if st.requeue_at:
-                wait = min(wait, st.requeue_at - now)
-            if st.quorum_at is not None:
-                pg = self.handle.gangs.group(key)
-                timeout = self.timeout_for(pg) if pg is not None else None
-                if timeout is not None:
-                    wait = min(wait, st.quorum_at + timeout - now)
-        return max(wait, 0.01)
-
-    def tick(self) -> None:
-        """One pass over the participating gangs: start rounds, see them Ready, evict, end backoffs."""
+    def sync(self) -> None:
+        """Look at the gangs that changed or came due: start rounds, see them Ready, evict, end backoffs, forget
+        the groups that went, and let the pods whose hold ended go."""
         now = self.clock()
         before = set(self._in_progress)
         release: list[str] = []
-        seen: set[str] = set()
-        groups = self.handle.gangs.groups
-        for key, pg in list(groups.items()):
-            self._resume_recreations(key, pg)   # any group: it may have opted out since
-            timeout = self.timeout_for(pg)
-            if timeout is None:
-                continue
-            seen.add(key)
-            st = self._gang(key, pg)
-            if st.requeue_at and now >= st.requeue_at:
-                st.requeue_at = 0.0
-                release.append(key)
-            if st.failed:
-                continue
-            self._check(key, pg, st, timeout, now)
-        for key in [k for k in self._records.read if k not in groups]:
-            self._records.deleted(key)   # its entries went with it (tasks under way go on)
-        for key in list(self._gangs):
-            if key not in seen:   # deleted, or opted out: forget it, and let its held pods go
-                st = self._gangs.pop(key)
-                self._in_progress.pop(key, None)
-                self._want.pop(key, None)
-                if st.held:
-                    release.append(key)
+        while self._dirty:
+            key = next(iter(self._dirty))
+            del self._dirty[key]
+            try:
+                self._look(key, now, release)
+            except Exception:  # noqa: BLE001 - a bug with one gang must not stop the others
+                log.exception("PodGroup %s: GangReadiness failed to look at it", key)
         if self.args.block_admission and before - set(self._in_progress):
             # a blocking gang became Ready, was evicted or went away: the gangs it held may go now
             release += [k for k, st in self._gangs.items() if st.held]
@@ -378,6 +407,58 @@ class GangReadiness:
             uids = [p.uid for p in self._members(key) if not p.node_name]
             if uids:
                 self.handle.activate(uids)
+
+    def _look(self, key: str, now: float, release: list[str]) -> None:
+        pg = self.handle.gangs.group(key)
+        if pg is None:
+            self._eviction.deleted(key)   # its record went with it (tasks under way go on)
+            timeout = None
+        else:
+            self._eviction.resume(key, pg)   # any group: it may have opted out since
+            timeout = self.timeout_for(pg)
+        if pg is None or timeout is None:
+            st = self._forget(key)   # deleted, or opted out: forget it, and let its held pods go
+            if st is not None and st.held:
+                release.append(key)
+            return
+        st = self._gang(key, pg)
+        if st.requeue_at and now >= st.requeue_at - EARLY_SECONDS:
+            st.requeue_at = 0.0
+            release.append(key)
+        if not st.failed:
+            self._check(key, pg, st, timeout, now)
+        self._arm(key, st, timeout, now)
+
+    def _forget(self, key: str) -> _Gang | None:
+        """Drop what is kept for group ``key``; returns its round, if it had one."""
+        st = self._gangs.pop(key, None)
+        self._in_progress.pop(key, None)
+        self._malformed.pop(key, None)
+        self._status.forget(key)
+        armed = self._timers.pop(key, None)
+        if armed is not None:
+            armed[1].cancel()
+        return st
+
+    def _arm(self, key: str, st: _Gang, timeout: float, now: float) -> None:
+        """One timer per gang, at its next deadline: the end of its PodsReady timeout or of its backoff."""
+        due = [t for t in (st.requeue_at or None, None if st.quorum_at is None else st.quorum_at + timeout)
+               if t is not None]
+        when = min(due) if due else None
+        armed = self._timers.get(key)
+        if armed is not None:
+            if armed[0] == when:
+                return
+            armed[1].cancel()
+            del self._timers[key]
+        if when is not None:
+            self._timers[key] = (when, self.clock.call_later(when - now, self._due, key, when))
+
+    def _due(self, key: str, when: float) -> None:
+        armed = self._timers.get(key)
+        if armed is not None and armed[0] == when:
+            del self._timers[key]
+            self._mark(key)
 
     def _check(self, key: str, pg: PodGroup, st: _Gang, timeout: float, now: float) -> None:
         need = pg.quorum
@@ -402,7 +483,7 @@ class GangReadiness:
             note = f"{ready}/{need} required members are Ready"
             self._set_condition(key, pg, "True", PODS_READY, note)
             self._event(pg, "Normal", PODS_READY, "Scheduling", note)
-        elif now - st.quorum_at >= timeout:
+        elif now - st.quorum_at >= timeout - EARLY_SECONDS:
             self._evict(key, pg, st, bound, ready, need, timeout, now)
 
     def _evict(self, key: str, pg: PodGroup, st: _Gang, bound: list[Pod], ready: int, need: int,
@@ -412,7 +493,7 @@ class GangReadiness:
         self._in_progress.pop(key, None)
         victims = [p for p in bound if not p.terminal]
         owned = [p for p in victims if any(o.controller for o in p.owners)]
-        bare = self._records.plan(key, pg, [p for p in victims if not any(o.controller for o in p.owners)])
+        bare = self._eviction.plan(key, pg, [p for p in victims if not any(o.controller for o in p.owners)])
         kept = len(victims) - len(owned) - len(bare)
         n, limit = st.evictions, self.args.backoff_limit_count
         what = (f"{ready}/{need} required members became Ready within {go_duration(timeout)} of the gang being "
@@ -433,18 +514,13 @@ class GangReadiness:
         else:
             backoff = self.args.backoff(n)
             st.requeue_at = now + backoff
-            st.requeue_at_text = _rfc3339(self.wall() + backoff)
+            st.requeue_at_text = rfc3339(self.wall() + backoff)
             of = f" of at most {limit}" if limit is not None else ""
             msg = f"{what}; requeue {n}{of} after a backoff of {go_duration(backoff)}"
             self._set_condition(key, pg, "False", PODS_READY_TIMEOUT, msg,
                                 {"requeueState": {"count": n, "requeueAt": st.requeue_at_text}})
             self._event(pg, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
-        why = f"PodGroup {key}: {what}"
-        for p in owned:
-            self._spawn(self._evict_pod(key, p, why), f"evicting {p.key}")
-        if bare:
-            self._track(key, [p.name for p in bare], self._spawn(self._evict_bare(key, bare, why),
-                                                                  f"evicting the bare pods of PodGroup {key}"))
+        self._eviction.evict(key, owned, bare, f"PodGroup {key}: {what}")
 
     # ------------------------------------------------------------------ API work (tasks)
 
@@ -460,18 +536,6 @@ class GangReadiness:
         task.add_done_callback(done)
         return task
 
-    def _track(self, key: str, names: list[str], task: asyncio.Task[Any]) -> None:
-        """``task`` recreates these pods of group ``key``: the tick must not start another one for them."""
-        for name in names:
-            self._recreating[(key, name)] = task
-
-        def done(t: asyncio.Task[Any]) -> None:
-            for name in names:
-                if self._recreating.get((key, name)) is t:
-                    del self._recreating[(key, name)]
-
-        task.add_done_callback(done)
-
     async def flush(self) -> None:
         """Wait for the API work under way (tests, shutdown)."""
         while self._tasks:
@@ -483,173 +547,8 @@ class GangReadiness:
 
     def _set_condition(self, key: str, pg: PodGroup, status: str, reason: str, message: str,
                        extras: dict[str, Any] | None = None) -> None:
-        """Write PodsReady (and ``extras``, other status fields) from one writer per group, newest wins."""
-        old = self._want.get(key, (None, {}))[0] or _pods_ready(pg.status)
-        since = old.get("lastTransitionTime") if old is not None and old.get("status") == status else None
-        cond = {"type": POD_GROUP_PODS_READY, "status": status, "reason": reason, "message": message,
-                "lastTransitionTime": since or _rfc3339(self.wall())}
-        if pg.generation:   # the API sets it from 1; 0 means the object did not carry one
-            cond["observedGeneration"] = pg.generation
-        merged = dict(self._want.get(key, (None, {}))[1])
-        merged.update(extras or {})
-        self._want[key] = (cond, merged)
-        if key not in self._writers:
-            self._writers.add(key)
-            self._spawn(self._write_status(key), f"status of PodGroup {key}")
-
-    async def _write_status(self, key: str) -> None:
-        written: tuple[dict[str, Any], dict[str, Any]] | None = None
-        try:
-            while (want := self._want.get(key)) is not None and want is not written:
-                cond, extras = want
-                pg = self.handle.gangs.group(key)
-                if pg is None:
-                    return
-                # a merge patch replaces the whole list: keep the other conditions as the API has them
-                others = [c for c in pg.status.get("conditions") or ()
-                          if isinstance(c, dict) and c.get("type") != POD_GROUP_PODS_READY]
-                native = split_gang_key(key)[0]
-                try:
-                    if native and "requeueState" in extras:
-                        await self.handle.client.patch(pod_group_path(key), {"metadata": {"annotations": {
-                            REQUEUE_ANNOTATION: json.dumps(extras["requeueState"], separators=(",", ":"))}}})
-                    # the native API's status is its conditions (a Failed gang says so in PodsReady's reason)
-                    await self.handle.client.patch(f"{pod_group_path(key)}/status", {"status": {
-                        "conditions": others + [cond], **({} if native else extras)}})
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - already retried by the client
-                    log.warning("PodGroup %s: cannot write its PodsReady condition: %s", key, exc)
-                    return
-                written = want
-        finally:
-            self._writers.discard(key)
-
-    async def _evict_pod(self, key: str, pod: Pod, why: str, entry: dict[str, Any] | None = None) -> None:
-        """Mark ``pod`` a disruption target and delete it; then create it again from ``entry`` (bare pods)."""
-        client = self.handle.client
-        if self.handle.events is not None:
-            self.handle.events.eventf(pod, None, "Warning", PODS_READY_TIMEOUT, "Evicting", why)
-        try:
-            await client.patch_pod_status(pod.namespace, pod.name, {"status": {"conditions": [{
-                "type": "DisruptionTarget", "status": "True", "reason": PODS_READY_TIMEOUT, "message": why,
-                "lastTransitionTime": _rfc3339(self.wall())}]}})
-        except Exception as exc:  # noqa: BLE001 - the delete is what matters
-            log.debug("cannot mark %s as a disruption target: %s", pod.key, exc)
-        try:
-            await client.delete_pod(pod.namespace, pod.name, uid=pod.uid)
-            self.evicted += 1
-        except Exception as exc:  # noqa: BLE001
-            status = getattr(exc, "status", None)
-            if status == 409:
-                # the uid precondition failed: that name is a successor now, not ours to touch
-                if entry is not None:
-                    await self._records.drop(key, pod.name)
-                return
-            if status != 404:
-                # whether it went after all is for the recreation to find out: a pod still there and not
-                # being deleted drops its entry, a pod gone is created again
-                log.error("cannot evict %s: %s", pod.key, exc)
-        if entry is not None:
-            await self._recreate(key, pod.name, entry)
-
-    # ------------------------------------------------------------------ bare pods: the durable recreation
-
-    def _resume_recreations(self, key: str, pg: PodGroup) -> None:
-        """Read the group's pending recreations the first time it is seen; run those that no task runs."""
-        self._records.load(key, pg)
-        records = self._records.entries.get(key)
-        if not records:
-            return
-        for name, entry in list(records.items()):
-            if (key, name) not in self._recreating:
-                log.info("PodGroup %s: resuming the recreation of evicted bare pod %s", key, name)
-                self._track(key, [name], self._spawn(self._recreate(key, name, entry),
-                                                     f"recreating {split_gang_key(key)[1]}/{name}"))
-
-    async def _evict_bare(self, key: str, pods: list[Pod], why: str) -> None:
-        """Record how to create the bare pods again, then evict them; never the other way round."""
-        if not await self._records.save(key):
-            records = self._records.entries.get(key) or {}
-            for p in pods:
-                records.pop(p.name, None)
-            msg = (f"{len(pods)} bare pod(s) were not evicted: the record to create them again could not be "
-                   f"written to the PodGroup")
-            log.error("PodGroup %s: %s", key, msg)
-            self._group_event(key, "Warning", PODS_READY_TIMEOUT, "Evicting", msg)
-            return
-        records = self._records.entries.get(key) or {}
-        await asyncio.gather(*(self._evict_pod(key, p, why, records.get(p.name) or
-                                               {"uid": p.uid, "pod": recreation(p.raw)}) for p in pods))
-
-    def _due(self, raw: dict[str, Any] | None) -> float:
-        """clock() by when a terminating pod should be gone (recreation.grace_left), plus a margin."""
-        left = grace_left(raw, self.wall())
-        return self.clock() + left + RECREATE_MARGIN_SECONDS
-
-    async def _recreate(self, key: str, name: str, entry: dict[str, Any]) -> None:
-        """Create bare pod ``name`` again once its old pod is gone, then drop its entry. Idempotent."""
-        ns = split_gang_key(key)[1]
-        path = f"/api/v1/namespaces/{ns}/pods"
-        uid, body = str(entry.get("uid", "")), entry.get("pod") or {}
-        clock = self.clock
-        due: float | None = None
-        overdue = False
-        retry = POLL_SECONDS
-        ask = False
-        while True:
-            state, raw = seen(self.handle.pods, self.handle.gangs.member_uids(key), name, uid)
-            if ask or state == "ask":
-                state, raw = await look(self.handle.client, path, name, uid)
-                ask = False
-            if state == "alive":
-                log.info("pod %s/%s is not being deleted: it was not evicted, nothing to create", ns, name)
-                break
-            if state == "replaced":
-                break   # a pod of that name with another uid: created by us before, or by its owner
-            if state == "unknown":
-                await clock.sleep(retry)
-                retry = min(retry * 2, RETRY_MAX_SECONDS)
-                continue
-            if state == "terminating":
-                if due is None:
-                    due = self._due(raw)
-                if not overdue and clock() >= due:
-                    overdue = True
-                    msg = (f"evicted bare pod {ns}/{name} is still terminating {go_duration(RECREATE_MARGIN_SECONDS)} "
-                           f"after its grace period; it is created again once it is gone")
-                    log.warning("PodGroup %s: %s", key, msg)
-                    self._group_event(key, "Warning", PODS_READY_TIMEOUT, "Recreating", msg)
-                await clock.sleep(SLOW_POLL_SECONDS if overdue else POLL_SECONDS)
-                continue
-            try:   # gone: the name is free
-                await self.handle.client.create(path, body)
-                self.recreated += 1
-                log.info("PodGroup %s: created evicted bare pod %s/%s again", key, ns, name)
-                break
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001
-                status = getattr(exc, "status", None)
-                if status == 409:
-                    ask = True   # AlreadyExists: the old pod still terminating, or the new one already there
-                    await clock.sleep(0)
-                    continue
-                if status in (400, 404, 422):
-                    msg = f"evicted bare pod {ns}/{name} cannot be created again: {exc}"
-                    log.error("PodGroup %s: %s", key, msg)
-                    self._group_event(key, "Warning", "FailedCreate", "Recreating", msg)
-                    break
-                log.warning("PodGroup %s: creating evicted bare pod %s/%s again failed, retrying: %s",
-                            key, ns, name, exc)
-                await clock.sleep(retry)
-                retry = min(retry * 2, RETRY_MAX_SECONDS)
-        await self._records.drop(key, name)
-
-    def _group_event(self, key: str, type_: str, reason: str, action: str, note: str) -> None:
-        pg = self.handle.gangs.group(key)
-        if pg is not None:
-            self._event(pg, type_, reason, action, note)
+        """PodsReady (and ``extras``, other status fields) as the group should show it; written as a task."""
+        self._status.set(key, pg, status, reason, message, extras)
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -661,11 +560,9 @@ def _ready_count(pods: list[Pod]) -> int:
         if p.phase == "Succeeded":
             n += 1
             continue
-        for c in (p.raw.get("status") or {}).get("conditions") or ():
-            if isinstance(c, dict) and c.get("type") == "Ready":
-                if c.get("status") == "True":
-                    n += 1
-                break
+        c = find_condition(p.raw.get("status") or {}, "Ready")
+        if c is not None and c.get("status") == "True":
+            n += 1
     return n
 
 
@@ -684,14 +581,3 @@ def _requeue_state(pg: PodGroup) -> dict[str, Any]:
             return {}
         return value if isinstance(value, dict) else {}
     return {}
-
-
-def _pods_ready(status: dict[str, Any]) -> dict[str, Any] | None:
-    for c in status.get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == POD_GROUP_PODS_READY:
-            return c
-    return None
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -57,10 +57,22 @@ condition ``PodGroupScheduled=False``, reason ``NotReadyForScheduling``,
 message ``PodGroup ns/g: 2 of 3 members exist; waiting for more`` (the
 Workload API's PodGroup condition type, KEP-5501's reason, the words its
 pods show). It follows the numbers, and goes when the group is no longer
-short. Because GangReadiness writes its PodsReady condition into the same
-list and a merge patch replaces the whole list, a write that carries
-conditions is made on the resourceVersion it read (409: made again once the
-informer has the newer version).
+short.
+
+One list, one rule. ``status.conditions`` is shared: this controller owns
+PodGroupScheduled (on both APIs), GangReadiness owns PodsReady, the
+preemption executor writes DisruptionTarget on a native group evicted whole.
+A merge patch replaces the whole list, so every writer follows the rule of
+scheduler/framework/podgroupconditions.py: a write that carries conditions
+is made on the resourceVersion of the informer's copy whose other conditions
+it keeps (:func:`~scheduler.framework.podgroupconditions.conditions_patch`),
+and a 409 is written again, one interval later, from the informer's newer
+version. What the controller wrote (fields and conditions) is trusted, so
+that it is not written twice while the informer is behind, only until the
+informer shows a version other than the one the write was based on
+(:class:`~scheduler.framework.podgroupconditions.Sent`): from then on the
+informer's copy is the truth, so a condition or field that another writer
+erased or changed is written again.
 
 Events on the PodGroup say where the gang stands: Warning ``Unschedulable``
 ("5/8 members have a node; waiting for 3: 0/20 nodes are available: 3
@@ -96,8 +108,10 @@ scheduler are left alone.
 This module never blocks the scheduling loop: recomputing is synchronous
 and bounded by the group's members, API writes run as tasks, and their
 errors are logged and retried with backoff. Of ``status.conditions`` it
-writes only its own PodGroupScheduled (GangReadiness owns PodsReady), and it
-never touches pods.
+writes only its own PodGroupScheduled, and it never touches pods. What it
+keeps per group (the write budget's times, retries, notes, its last writes,
+timers) goes when the PodGroup is deleted, at once, even in a replica that
+is not leading: it never grows with the groups that come and go.
 """
 
 from __future__ import annotations
@@ -109,15 +123,20 @@ import math
 from typing import Any, Iterable
 
 from scheduler.framework.clock import Clock, TokenBucket
+from scheduler.framework.podgroupconditions import Sent, conditions_patch, find_condition, new_condition, rfc3339
 from scheduler.model import (
     NOT_READY_FOR_SCHEDULING, POD_GROUP_PODS_READY, POD_GROUP_REQUEUING_LIMIT_EXCEEDED,
     POD_GROUP_SCHEDULED, Pod, PodGroup, gang_members_present, gang_waiting_message, parse_time, pod_group_path,
 )
-from scheduler.podgroups_native import (  # the helpers both APIs' status share, importable from here as before
-    GangCounts, NativeStatus, count_members, pod_condition, rfc3339, scheduled_note, unschedulable_note,
-    waiting_message,
+from scheduler.podgroups_members import (  # the helpers both APIs' status share, importable from here as before
+    GangCounts, count_members, pod_condition, scheduled_note, unschedulable_note, waiting_message,
 )
+from scheduler.podgroups_native import NativeStatus
 from scheduler.preenqueue import REPORT_DELAY
+
+__all__ = ["GangCounts", "PodGroupController", "compute_phase", "count_members", "occupied_by", "pod_condition",
+           "requeuing_limit_exceeded", "rfc3339", "scheduled_note", "status_path", "unschedulable_note",
+           "waiting_message"]
 
 log = logging.getLogger("tandem.podgroups")
 
@@ -178,11 +197,8 @@ def occupied_by(members: Iterable[Pod]) -> str:
 
 def requeuing_limit_exceeded(status: dict[str, Any]) -> bool:
     """Has GangReadiness failed this group for good (its PodsReady condition says so)?"""
-    for c in status.get("conditions") or ():
-        if (isinstance(c, dict) and c.get("type") == POD_GROUP_PODS_READY
-                and c.get("reason") == POD_GROUP_REQUEUING_LIMIT_EXCEEDED):
-            return True
-    return False
+    c = find_condition(status, POD_GROUP_PODS_READY)
+    return c is not None and c.get("reason") == POD_GROUP_REQUEUING_LIMIT_EXCEEDED
 
 
 def status_path(key: str) -> str:
@@ -221,17 +237,18 @@ class PodGroupController(NativeStatus):
         self.dirty: dict[str, None] = {}              # an ordered set: oldest change first
         self._last_write: dict[str, float] = {}       # key -> clock() when its last write started
         self._failures: dict[str, int] = {}           # key -> writes that failed in a row
-        self._sent: dict[str, dict[str, Any]] = {}    # key -> fields written that the informer may not show yet
+        # what was written and the informer may not show yet, until it shows a newer version (the rule):
+        # the fields, the NotReadyForScheduling message ("" = removed), the native condition
+        self._sent: Sent[dict[str, Any]] = Sent()
+        self._cond_sent: Sent[str] = Sent()
+        self._native_sent: Sent[tuple[str, str, str]] = Sent()
         self._writing: set[str] = set()
         self._notes: dict[str, str] = {}              # key -> the last Unschedulable note recorded
         # the NotReadyForScheduling condition: since when each group has been short of members (clock()),
-        # the timers that look again once that has lasted report_delay, and the message last written
-        # (until the informer shows it; "" = removed)
+        # and the timers that look again once that has lasted report_delay
         self.report_delay = REPORT_DELAY
         self._short_since: dict[str, float] = {}
         self._recheck: dict[str, Any] = {}
-        self._cond_sent: dict[str, str] = {}
-        self._native_sent: dict[str, tuple[str, str, str]] = {}   # key -> the native condition last written
         self._whole: set[str] = set()                 # native groups whose Scheduled event was recorded
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake: asyncio.Event | None = None
@@ -242,6 +259,12 @@ class PodGroupController(NativeStatus):
     def on_pod_change(self, key: str) -> None:
         """A member pod or the PodGroup ``key`` (the gang key: "ns/name", or "scheduling.k8s.io/ns/name" for a
         native group) changed. O(1); called from informer handlers."""
+        if self.scheduler.cache.gangs.group(key) is None:
+            # deleted (or its pods came first): nothing to write, and what was kept for it goes now, whether
+            # or not this replica leads (a follower's run() never looks at it)
+            self.dirty.pop(key, None)
+            self._forget(key)
+            return
         if key not in self.dirty:
             self.dirty[key] = None
             if self._wake is not None:
@@ -310,13 +333,14 @@ class PodGroupController(NativeStatus):
             want["scheduleStartTime"] = rfc3339(self._start_time(members))
         return want, counts, min_member
 
-    def _known(self, key: str, status: dict[str, Any]) -> dict[str, Any]:
+    def _known(self, key: str, pg: PodGroup) -> dict[str, Any]:
         """What the API has, as far as we know: the informer's copy, overlaid with our writes it does not show yet."""
+        status = pg.status
         known = {k: status.get(k, default) for k, default in _OWNED.items()}
-        sent = self._sent.get(key)
+        sent = self._sent.recall(key, pg)   # (forgotten once the informer has a newer version)
         if sent:
             if all(known.get(k) == v for k, v in sent.items()):
-                del self._sent[key]   # the informer caught up: from now on its copy is the truth
+                self._sent.forget(key)   # the informer caught up: from now on its copy is the truth
             else:
                 known.update(sent)
         return known
@@ -360,7 +384,7 @@ class PodGroupController(NativeStatus):
             return False
         if pg.native:
             return self._sync_native(key, pg, now)
-        known = self._known(key, pg.status)
+        known = self._known(key, pg)
         got = self.desired(key, str(known["phase"] or ""))
         if got is None:
             return False
@@ -370,23 +394,24 @@ class PodGroupController(NativeStatus):
             want.pop("scheduleStartTime", None)
         patch = {k: v for k, v in want.items() if known.get(k) != v}
         self._report(key, pg, want, counts, min_member, known)
-        conditions = self._conditions_patch(key, pg, self._waiting(key, pg, now))
-        if not patch and conditions is None:
-            return False
+        # with the condition, the whole write is made on the version whose other conditions it keeps
+        body = self._conditions_patch(key, pg, self._waiting(key, pg, now), patch)
+        if body is None:
+            if not patch:
+                return False
+            body = {"status": patch}   # fields only: merged per field, no version needed
         if patch:
-            self._sent.setdefault(key, {}).update(patch)
-        rv = ""
-        if conditions is not None:
-            # a merge patch replaces the whole list, and GangReadiness writes PodsReady in it: the write is
-            # made on the version whose other conditions it keeps, or refused (409) and made again
-            patch["conditions"] = conditions
-            rv = pg.resource_version
+            self._sent.remember(key, pg.resource_version, {**(self._sent.recall(key, pg) or {}), **patch})
+        self._start_write(key, body, now)
+        return True
+
+    def _start_write(self, key: str, body: dict[str, Any], now: float) -> None:
+        """Send ``body`` to group ``key``'s status subresource, as a task; the group is written until it ends."""
         self._last_write[key] = now
         self._writing.add(key)
-        task = asyncio.ensure_future(self._write(key, patch, rv))
+        task = asyncio.ensure_future(self._write(key, body))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return True
 
     def _report(self, key: str, pg: PodGroup, want: dict[str, Any], counts: GangCounts, min_member: int,
                 known: dict[str, Any]) -> None:
@@ -408,10 +433,7 @@ class PodGroupController(NativeStatus):
             self._notes[key] = note
             self.events.record(pg.reference, "Warning", "Unschedulable", "Scheduling", note)
 
-    async def _write(self, key: str, patch: dict[str, Any], rv: str = "") -> None:
-        body: dict[str, Any] = {"status": patch}
-        if rv:
-            body["metadata"] = {"resourceVersion": rv}
+    async def _write(self, key: str, body: dict[str, Any]) -> None:
         try:
             await self.client.patch(status_path(key), body)
             self.writes += 1
@@ -419,13 +441,12 @@ class PodGroupController(NativeStatus):
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - the client already retried what is worth retrying
-            self._sent.pop(key, None)
-            self._cond_sent.pop(key, None)
-            self._native_sent.pop(key, None)
+            for sent in (self._sent, self._cond_sent, self._native_sent):
+                sent.forget(key)
             status = getattr(exc, "status", None)
             if status == 404:
                 log.debug("PodGroup %s is gone; not writing its status", key)
-            elif status == 409 and rv:
+            elif status == 409 and "metadata" in body:
                 log.debug("PodGroup %s changed under its status write; writing it again", key)
                 self.dirty[key] = None   # the informer brings the newer version; one interval later
             else:
@@ -438,9 +459,10 @@ class PodGroupController(NativeStatus):
                 self._wake.set()
 
     def _forget(self, key: str) -> None:
-        for d in (self._last_write, self._failures, self._sent, self._notes, self._short_since, self._cond_sent,
-                  self._native_sent):
+        for d in (self._last_write, self._failures, self._notes, self._short_since):
             d.pop(key, None)
+        for sent in (self._sent, self._cond_sent, self._native_sent):
+            sent.forget(key)
         self._whole.discard(key)
         timer = self._recheck.pop(key, None)
         if timer is not None:
@@ -486,39 +508,32 @@ class PodGroupController(NativeStatus):
         self._recheck.pop(key, None)
         self.on_pod_change(key)
 
-    def _conditions_patch(self, key: str, pg: PodGroup, message: str | None) -> list[dict[str, Any]] | None:
-        """status.conditions to write so the group shows ``message`` ("" = not ours to show), or None: as is.
+    def _conditions_patch(self, key: str, pg: PodGroup, message: str | None,
+                          fields: dict[str, Any]) -> dict[str, Any] | None:
+        """The write (with ``fields``) that makes the group show ``message`` ("" = not ours to show), or None: as is.
 
         The condition is PodGroupScheduled=False with reason NotReadyForScheduling (the Workload API's
         PodGroup condition type, KEP-5501's reason); the other conditions are kept as the informer has them.
         """
         if message is None:
             return None
-        conds = [c for c in pg.status.get("conditions") or () if isinstance(c, dict)]
-        mine = next((c for c in conds if c.get("type") == POD_GROUP_SCHEDULED), None)
+        mine = find_condition(pg.status, POD_GROUP_SCHEDULED)
         ours = (mine is not None and mine.get("status") == "False"
                 and mine.get("reason") == NOT_READY_FOR_SCHEDULING)
         shown = str(mine.get("message") or "") if ours and mine is not None else ""
-        sent = self._cond_sent.get(key)
+        sent = self._cond_sent.recall(key, pg)   # (forgotten once the informer has a newer version)
         if sent is not None:
             if sent == shown:
-                del self._cond_sent[key]   # the informer caught up with our write
+                self._cond_sent.forget(key)   # the informer caught up with our write
             else:
-                shown = sent               # written, not seen yet: do not write it again
+                shown = sent                  # written, not seen yet: do not write it again
         if message == shown:
             return None
-        self._cond_sent[key] = message
-        others = [c for c in conds if c is not mine]
+        self._cond_sent.remember(key, pg.resource_version, message)
         if not message:
-            return others
-        cond: dict[str, Any] = {"type": POD_GROUP_SCHEDULED, "status": "False", "reason": NOT_READY_FOR_SCHEDULING,
-                                "message": message,
-                                "lastTransitionTime": (mine.get("lastTransitionTime") if mine is not None
-                                                       and mine.get("status") == "False" else None)
-                                or rfc3339(self.clock.wall())}
-        if pg.generation:   # the API sets it from 1; 0 means the object did not carry one
-            cond["observedGeneration"] = pg.generation
-        return others + [cond]
+            return conditions_patch(pg, POD_GROUP_SCHEDULED, None, fields)
+        return conditions_patch(pg, POD_GROUP_SCHEDULED, new_condition(
+            pg, POD_GROUP_SCHEDULED, "False", NOT_READY_FOR_SCHEDULING, message, mine, self.clock.wall()), fields)
 
     async def flush(self) -> None:
         """Wait for the status writes under way (tests, shutdown)."""

@@ -1,100 +1,32 @@
 """The status of upstream's scheduling.k8s.io/v1alpha2 PodGroups: the PodGroupScheduled condition and events.
 
 Part of the PodGroup status controller (scheduler/podgroups.py, whose docstring says what each API gets),
-split out by concern (with the pure helpers both APIs' status share, which scheduler.podgroups
-re-exports): kube-scheduler 1.36 writes one condition on a native PodGroup, PodGroupScheduled,
-and this mixin writes the same, from the members the gang index holds; the controller's budget, debounce
-and writer are shared. Like the controller, it never blocks the scheduling loop and never touches pods.
+split out by concern: kube-scheduler 1.36 writes one condition on a native PodGroup, PodGroupScheduled,
+and this mixin writes the same, from the members the gang index holds. The controller's budget, debounce
+and writer are shared, and so are the member counts and event notes of both APIs
+(scheduler/podgroups_members.py).
+
+The condition shares the group's ``status.conditions`` with GangReadiness' PodsReady (and the preemption
+executor's DisruptionTarget), so it is written by the rule of scheduler/framework/podgroupconditions.py:
+this mixin owns PodGroupScheduled and no other type; each write is a merge patch on the resourceVersion
+of the informer's copy whose other conditions it keeps (409: written again on the newer version); and the
+condition last written is trusted only until the informer shows a newer version than the one the write was
+based on, so a PodGroupScheduled that someone erased is written again. Like the controller, it never blocks
+the scheduling loop and never touches pods.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scheduler.model import POD_GROUP_SCHEDULED, Pod, PodGroup, parse_time
+from scheduler.framework.podgroupconditions import Sent, conditions_patch, find_condition, new_condition
+from scheduler.model import POD_GROUP_SCHEDULED, Pod, PodGroup
+from scheduler.podgroups_members import (
+    GangCounts, count_members, pod_condition, scheduled_note, unschedulable_note, waiting_message,
+)
 
-
-# ---------------------------------------------------------------------------- helpers both APIs' status share
-
-@dataclass(frozen=True, slots=True)
-class GangCounts:
-    """What the members of one PodGroup are doing (members being deleted left out)."""
-
-    members: int = 0
-    scheduled: int = 0            # have a node (any phase)
-    running: int = 0
-    succeeded: int = 0
-    failed: int = 0
-    attempted: bool = False       # some member has a node or was popped for a scheduling cycle
-
-
-def count_members(members: Iterable[Pod], attempted: Callable[[Pod], bool] = lambda p: False) -> GangCounts:
-    n = scheduled = running = succeeded = failed = 0
-    tried = False
-    for p in members:
-        n += 1
-        if p.node_name:
-            scheduled += 1
-            tried = True
-        elif not tried and attempted(p):
-            tried = True
-        if p.phase == "Running":
-            running += 1
-        elif p.phase == "Succeeded":
-            succeeded += 1
-        elif p.phase == "Failed":
-            failed += 1
-    return GangCounts(n, scheduled, running, succeeded, failed, tried)
-
-
-def pod_condition(pod: Pod, type_: str) -> dict[str, Any] | None:
-    for c in (pod.raw.get("status") or {}).get("conditions") or ():
-        if isinstance(c, dict) and c.get("type") == type_:
-            return c
-    return None
-
-
-def waiting_message(members: Iterable[Pod]) -> str:
-    """The newest PodScheduled=False message of a member without a node ("" if none has one).
-
-    Newest by lastTransitionTime, then by name, so the text is stable between equal attempts.
-    """
-    best: tuple[float, str] | None = None
-    msg = ""
-    for p in members:
-        if p.node_name:
-            continue
-        c = pod_condition(p, "PodScheduled")
-        if c is None or c.get("status") != "False" or not c.get("message"):
-            continue
-        rank = (parse_time(c.get("lastTransitionTime")), p.name)
-        # newest first; among equals the first name wins (max over (time, -name) without negating strings)
-        if best is None or rank[0] > best[0] or (rank[0] == best[0] and rank[1] < best[1]):
-            best, msg = rank, str(c["message"])
-    return msg
-
-
-def unschedulable_note(scheduled: int, min_member: int, waiting: str) -> str:
-    need = max(min_member, 1)
-    return f"{scheduled}/{need} members have a node; waiting for {need - scheduled}: {waiting}"
-
-
-def scheduled_note(scheduled: int, min_member: int) -> str:
-    return f"{scheduled}/{max(min_member, 1)} members have a node; the gang is complete"
-
-
-def rfc3339(epoch: float) -> str:
-    """metav1.Time: whole seconds, UTC."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
-
-# ---------------------------------------------------------------------------- the native API
 
 class NativeStatus:
     """PodGroupController's handling of native PodGroups (its state is the controller's)."""
@@ -103,16 +35,13 @@ class NativeStatus:
         scheduler: Any
         events: Any
         clock: Any
-        _native_sent: dict[str, tuple[str, str, str]]
+        _native_sent: Sent[tuple[str, str, str]]
         _whole: set[str]
         _notes: dict[str, str]
-        _last_write: dict[str, float]
-        _writing: set[str]
-        _tasks: set[asyncio.Task[None]]
 
         def members(self, key: str) -> list[Pod]: ...
 
-        async def _write(self, key: str, patch: dict[str, Any], rv: str = "") -> None: ...
+        def _start_write(self, key: str, body: dict[str, Any], now: float) -> None: ...
 
     def _sync_native(self, key: str, pg: PodGroup, now: float) -> bool:
         """The PodGroupScheduled condition of a scheduling.k8s.io/v1alpha2 PodGroup, and its events."""
@@ -120,35 +49,23 @@ class NativeStatus:
         if not members or not any(p.scheduler_name in self.scheduler.frameworks for p in members):
             return False   # no member yet, or another scheduler's gang
         counts = count_members(members)
-        conds = [c for c in pg.status.get("conditions") or () if isinstance(c, dict)]
-        mine = next((c for c in conds if c.get("type") == POD_GROUP_SCHEDULED), None)
+        mine = find_condition(pg.status, POD_GROUP_SCHEDULED)
         shown = (str(mine.get("status")), str(mine.get("reason") or ""), str(mine.get("message") or "")) \
             if mine is not None else None
-        sent = self._native_sent.get(key)
+        sent = self._native_sent.recall(key, pg)   # (forgotten once the informer has a newer version)
         if sent is not None:
             if sent == shown:
-                del self._native_sent[key]   # the informer caught up with our write
+                self._native_sent.forget(key)   # the informer caught up with our write
             else:
                 shown = sent
         want = self._native_want(pg, members, counts)
         self._report_native(key, pg, counts, want, shown is not None and shown[0] == "True")
         if want is None or want == shown or (shown is not None and shown[0] == "True"):
             return False   # as is; True is final (upstream never sets it back to False)
-        status, reason, message = want
-        cond: dict[str, Any] = {"type": POD_GROUP_SCHEDULED, "status": status, "reason": reason, "message": message,
-                                "lastTransitionTime": (mine.get("lastTransitionTime") if mine is not None
-                                                       and mine.get("status") == status else None)
-                                or rfc3339(self.clock.wall())}
-        if pg.generation:   # the 1.36 server sets none on PodGroups
-            cond["observedGeneration"] = pg.generation
-        self._native_sent[key] = want
-        self._last_write[key] = now
-        self._writing.add(key)
-        # a merge patch replaces the whole list: made on the version whose other conditions it keeps
-        task = asyncio.ensure_future(self._write(key, {"conditions": [c for c in conds if c is not mine] + [cond]},
-                                                 pg.resource_version))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        # (the 1.36 server sets no generation on PodGroups: the condition then carries no observedGeneration)
+        cond = new_condition(pg, POD_GROUP_SCHEDULED, *want, mine, self.clock.wall())
+        self._native_sent.remember(key, pg.resource_version, want)
+        self._start_write(key, conditions_patch(pg, POD_GROUP_SCHEDULED, cond), now)
         return True
 
     def _native_want(self, pg: PodGroup, members: list[Pod], counts: GangCounts) -> tuple[str, str, str] | None:

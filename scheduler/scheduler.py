@@ -111,6 +111,10 @@ class Scheduler(EventHandlers, GroupCycle, Binding):
         self.reports = PreEnqueueReports(self.clock, self._held_at_pre_enqueue, self._pre_enqueue_again,
                                          self._publish_not_ready)
         self.group_listeners.append(self.reports.group_changed)
+        # and the plugins that declare GroupEvents (GangReadiness acts on these, not on a sweep)
+        for fw in self.frameworks.values():
+            self.group_listeners.extend(p.group_changed for p in fw.plugins.values()
+                                        if "GroupEvents" in p.EXTENSION_POINTS)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
         self.cycle_durations: list[float] = []  # seconds, for benchmarks (bounded)

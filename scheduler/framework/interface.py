@@ -323,6 +323,16 @@ class BackgroundPlugin(Plugin, Protocol):
     async def run(self) -> None: ...
 
 
+@runtime_checkable
+class GroupEventsPlugin(Plugin, Protocol):
+    """A plugin that hears when a gang changed (tandem): the informer handlers call ``group_changed`` with the gang
+    key ("ns/podgroup", or "scheduling.k8s.io/ns/podgroup") when a member pod or the PodGroup itself was added,
+    updated or deleted (``Scheduler.group_listeners``; ``handle.pods`` and ``handle.gangs`` already show the
+    change). It runs in the informer's handler: O(1), and it must not raise."""
+
+    def group_changed(self, key: str) -> None: ...
+
+
 # ---------------------------------------------------------------------------- declarations
 
 POINTS: dict[str, type] = {
@@ -343,6 +353,7 @@ POINTS: dict[str, type] = {
     "PostBind": PostBindPlugin,
     "Gang": GangPlugin,                    # tandem's group cycle
     "Background": BackgroundPlugin,        # tandem: a task for the scheduler's lifetime
+    "GroupEvents": GroupEventsPlugin,      # tandem: a gang's member pod or PodGroup changed
 }
 """Extension point name -> the Protocol whose methods a plugin declaring it must define."""
 

@@ -5,8 +5,8 @@ Ready in time; a bare pod (no controller owner) has nobody to create it
 again, and tandem never loses a pod. This module is that record: its format
 (:func:`recreation`, the annotation's codec), its keeper and only writer
 (:class:`Records`), and the probes that say whether the old pod is gone
-(:func:`seen`, :func:`look`, :func:`grace_left`); the plugin runs the
-recreations. It lives in the framework because a plugin may import only the
+(:func:`seen`, :func:`look`, :func:`grace_left`); the eviction round
+(scheduler/framework/gangeviction.py) runs the recreations. It lives in the framework because a plugin may import only the
 framework and the model (tests/unit/test_boundaries.py), and it is no parsed
 API record, which the model holds.
 
@@ -188,6 +188,13 @@ class Records:
         """The PodGroup is gone: its annotation went with it."""
         self.read.discard(key)
         self.written.pop(key, None)
+        self._unlock(key)
+
+    def _unlock(self, key: str) -> None:
+        """Drop the group's lock once its PodGroup is gone and no write holds it (a save under way drops it)."""
+        lock = self.locks.get(key)
+        if lock is not None and not lock.locked() and key not in self.read and not self.entries.get(key):
+            del self.locks[key]
 
     def load(self, key: str, pg: PodGroup) -> None:
         """Read the group's pending recreations the first time it is seen (later: what this process knows)."""
@@ -214,30 +221,37 @@ class Records:
     async def save(self, key: str) -> bool:
         """Write the group's records as this process knows them onto the PodGroup (one writer per group)."""
         lock = self.locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            records = self.entries.get(key) or {}
-            value: str | None = None
-            if records:
-                pg = self.handle.gangs.group(key)
-                value = encode_records(records, annotation_room(pg) if pg is not None else None) \
-                    or encode_records(records, None)   # smaller than before, or the API says no
-            if key in self.written and self.written[key] == value:
-                return True
-            try:
-                await self.handle.client.patch(pod_group_path(key),
-                                               {"metadata": {"annotations": {RECREATE_ANNOTATION: value}}})
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - already retried by the client
-                if getattr(exc, "status", None) == 404:
-                    log.info("PodGroup %s is gone: its pending recreations went with it", key)
-                else:
-                    log.warning("PodGroup %s: cannot write its pending recreations: %s", key, exc)
-                return False
-            self.written[key] = value
-            if not records:
-                self.entries.pop(key, None)
+        try:
+            async with lock:
+                return await self._write(key)
+        finally:
+            self._unlock(key)   # a deleted group's lock goes with its last write
+
+    async def _write(self, key: str) -> bool:
+        records = self.entries.get(key) or {}
+        value: str | None = None
+        if records:
+            pg = self.handle.gangs.group(key)
+            value = encode_records(records, annotation_room(pg) if pg is not None else None) \
+                or encode_records(records, None)   # smaller than before, or the API says no
+        if key in self.written and self.written[key] == value:
             return True
+        try:
+            await self.handle.client.patch(pod_group_path(key),
+                                           {"metadata": {"annotations": {RECREATE_ANNOTATION: value}}})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - already retried by the client
+            if getattr(exc, "status", None) == 404:
+                log.info("PodGroup %s is gone: its pending recreations went with it", key)
+            else:
+                log.warning("PodGroup %s: cannot write its pending recreations: %s", key, exc)
+            return False
+        if key in self.read:   # (a group deleted meanwhile has no annotation to remember)
+            self.written[key] = value
+        if not records:
+            self.entries.pop(key, None)
+        return True
 
     async def drop(self, key: str, name: str) -> None:
         """Pod ``name`` is created again (or need not be): its entry goes, here and on the PodGroup."""

@@ -161,8 +161,6 @@ async def simulated(tmp_path: Path, nodes: list[dict[str, Any]]) -> AsyncIterato
 async def scheduling(env: Env, cfg: Any) -> AsyncIterator[App]:
     async with App(cfg, kubeconfig=str(env.kubeconfig)) as app:
         assert app.pod_group_controller is not None, "the podgroups CRD is served: status is kept"
-        plugin = app.scheduler.frameworks[SCHED].plugins["GangReadiness"]
-        plugin.tick_seconds = 0.05
         env.app = app
         yield app
         assert app._loop_task is not None and not app._loop_task.done(), "the scheduling loop ended"

@@ -162,9 +162,9 @@ class Env:
                                 "status": {"allocatable": {"cpu": "64", "memory": "64Gi", "pods": "110"}}})
 
     def group(self, name: str = "g", min_member: int = 3, status: dict[str, Any] | None = None,
-              annotations: dict[str, str] | None = None) -> dict[str, Any]:
+              annotations: dict[str, str] | None = None, rv: str = "1") -> dict[str, Any]:
         obj = {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-               "metadata": {"name": name, "namespace": NS, "uid": f"pg-{name}", "resourceVersion": "1",
+               "metadata": {"name": name, "namespace": NS, "uid": f"pg-{name}", "resourceVersion": rv,
                             "annotations": annotations or {}},
                "spec": {"minMember": min_member}, "status": status or {}}
         key = f"{NS}/{name}"
@@ -615,3 +615,59 @@ async def test_a_condition_write_refused_for_a_stale_version_is_made_again_witho
     env.clock.advance(0.5)
     await env.sync()
     assert [c["reason"] for c in not_ready(env)] == ["NotReadyForScheduling"]
+
+
+# ---------------------------------------------------------------------------- the rule of the conditions list
+
+
+PODS_READY = {"type": "PodsReady", "status": "False", "reason": "WaitForStart", "message": "x",
+              "lastTransitionTime": "2024-05-01T09:00:00Z"}
+
+
+async def reported_short_group() -> Env:
+    """A gang of 2 with one member, 5 s on: its NotReadyForScheduling condition written (on version 1)."""
+    env = Env()
+    env.group(min_member=2)
+    env.pod("p0")
+    await env.sync()
+    env.clock.advance(5)
+    await env.sync()
+    return env
+
+
+async def test_a_not_ready_condition_another_writer_erased_is_written_again() -> None:
+    """Our write is trusted only until the informer shows a newer version than the one it was made on: a list
+    written by someone else on an older version (before the rule) dropped it, and it is written again."""
+    env = await reported_short_group()
+    (first,) = condition_writes(env)
+    assert first["metadata"] == {"resourceVersion": "1"}
+    env.group(min_member=2, status={"phase": PENDING, "conditions": [PODS_READY]}, rv="3")
+    env.clock.advance(1)
+    await env.sync()
+    second = condition_writes(env)[-1]
+    assert second["metadata"] == {"resourceVersion": "3"}, "made on the newer version"
+    kept, ours = second["status"]["conditions"]
+    assert kept == PODS_READY, "the other writer's condition is kept"
+    assert ours == {**first["status"]["conditions"][0], "lastTransitionTime": "2024-05-01T10:00:06Z"}, \
+        "ours written again (a transition now: the API lost it, as upstream's SetStatusCondition would see it)"
+
+
+async def test_a_field_another_writer_set_back_is_written_again() -> None:
+    env = Env()
+    env.group(min_member=1)
+    env.pod("p0", node="n1")
+    await env.sync()
+    assert env.status()["phase"] == SCHEDULED
+    env.group(min_member=1, status={**env.status(), "phase": PENDING}, rv="4")   # a newer version, our phase gone
+    env.clock.advance(1)
+    await env.sync()
+    assert env.client.patches[-1][1] == {"status": {"phase": SCHEDULED}}, "fields need no version"
+
+
+async def test_a_write_the_informer_shows_in_a_newer_version_is_not_written_again() -> None:
+    env = await reported_short_group()
+    n = len(env.client.patches)
+    env.group(min_member=2, status=env.status(), rv="2")   # the informer brings our own write
+    env.clock.advance(1)
+    await env.sync()
+    assert len(env.client.patches) == n

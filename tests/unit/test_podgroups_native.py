@@ -151,3 +151,26 @@ async def test_events_on_a_native_group() -> None:
     await env.sync()
     assert env.events.notes("Scheduled") == ["2/2 members have a node; the gang is complete"], "once"
     assert env.events.recorded[-1][0]["apiVersion"] == "scheduling.k8s.io/v1alpha2"
+
+
+async def test_a_scheduled_condition_another_writer_erased_is_written_again() -> None:
+    """Another writer's conditions list, made on the version before ours (without the rule), replaced our
+    PodGroupScheduled before the informer ever showed it. The controller trusts its own write only until the
+    informer shows a newer version than the one it was made on, so it writes the condition again, keeping
+    the other writer's, on that version; the group's Scheduled event is not recorded again."""
+    env = NativeEnv()
+    env.native_group(min_count=2)
+    env.member("a", node="n1")
+    env.member("b", node="n1")
+    await env.sync()
+    (c,) = env.conditions()
+    assert (c["status"], c["reason"]) == ("True", "Scheduled")
+    pods_ready = {"type": "PodsReady", "status": "False", "reason": "WaitForStart", "message": "x",
+                  "lastTransitionTime": "2024-05-01T09:00:00Z"}
+    env.native_group(min_count=2, conditions=[pods_ready], rv="3")
+    env.clock.advance(1)
+    await env.sync()
+    path, body = env.client.patches[-1]
+    assert path == PATH and body["metadata"] == {"resourceVersion": "3"}
+    assert body["status"]["conditions"] == [pods_ready, {**c, "lastTransitionTime": "2024-05-01T10:00:01Z"}]
+    assert env.events.notes("Scheduled") == ["2/2 members have a node; the gang is complete"]

@@ -1,18 +1,24 @@
 """plugins/gang_readiness.py: PodsReady timeouts, eviction, backoff, the requeuing limit, blockAdmission.
 
-Time is a fake clock the tests move; ``tick()`` is the background task's
-one pass, and ``flush()`` waits for the API work it started. The API client
-is a fake that records calls and, like the API server plus the informer,
-drops a deleted pod from ``handle.pods`` (at the end of its grace period
-when it sets one), refuses on create what kube-apiserver refuses, and
-shows PodGroup annotation patches on the PodGroup. A restart is a new
-plugin over the same handle and client, the old one's tasks cancelled.
+Time is a fake clock the tests move. The plugin's background task runs as
+it does in the scheduler, and hears of every change the test makes to a
+pod or a PodGroup through its GroupEvents point (``group_changed``), as the
+informer handlers would tell it; ``tick(dt)`` moves the clock (firing the
+plugin's timers), lets the plugin act, and waits for the API work it
+started. The API client is a fake that records calls and, like the API
+server plus the informer, drops a deleted pod from ``handle.pods`` (at the
+end of its grace period when it sets one), refuses on create what
+kube-apiserver refuses, and shows PodGroup patches (annotations and status,
+each a new resourceVersion) on the PodGroup; a status patch made on an old
+resourceVersion is refused with 409, as the API server does. A restart is a
+new plugin over the same handle and client, the old one's tasks cancelled.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import copy
 import gzip
 import json
@@ -27,8 +33,10 @@ from plugins.gang_readiness import (
 )
 from scheduler.framework import Code, ConfigError, Handle, parse_args
 from scheduler.framework.clock import FakeClock
+from scheduler.framework.podgroupconditions import CONFLICT_RETRIES, CONFLICT_WAIT_SECONDS
 from scheduler.model import Pod, parse_pod, parse_pod_group
 from scheduler.state.cache import Cache
+from tests.unit.test_per_gang_state import state_sizes
 
 NS = "default"
 SCHED = "tandem-scheduler"
@@ -108,7 +116,9 @@ class FakeClient:
 
     async def patch(self, path: str, body: Any, content_type: str = "", **kw: Any) -> dict[str, Any]:
         self.calls.append(("patch", path, body))
-        if path.startswith(GROUPS) and not path.endswith("/status"):
+        if path.startswith(GROUPS) and path.endswith("/status"):
+            return self.env.patch_group_status(path[len(GROUPS):-len("/status")], body)
+        if path.startswith(GROUPS):
             self.env.patch_group(path[len(GROUPS):], body["metadata"]["annotations"])
         return {}
 
@@ -133,6 +143,7 @@ class FakeClient:
             raw["metadata"].update(deletionTimestamp=_rfc3339(env.clock.wall() + grace),
                                    deletionGracePeriodSeconds=grace)
             env.handle.pods[pod.uid] = parse_pod(raw)
+            env.changed(pod.gang)
             env.clock.call_later(grace, env.terminated, name, pod.uid)
         return env.handle.pods[pod.uid].raw
 
@@ -192,29 +203,70 @@ class Env:
         self.handle = Handle(self.cache, self.client, SCHED, self.events, clock=self.clock, pods={},
                              activate=self.activated.extend)
         self.plugin = GangReadiness(parse_args(GangReadinessArgs, args, "args"), self.handle)
+        self.task: asyncio.Task[None] | None = None  # the plugin's background task, once a test lets time pass
         self.names: dict[str, str] = {}             # pod name -> uid
         self.groups: dict[str, dict[str, Any]] = {}  # PodGroup name -> the API's object
         self.finalized: set[str] = set()            # pods a finalizer keeps after their grace period
+        self.informer_paused = False                # PodGroup writes reach the API, not yet the informer
         self.serial = 0
+        self.versions = 0
+
+    def changed(self, key: str) -> None:
+        """What the informer handlers do after each pod or PodGroup event (Scheduler.group_listeners)."""
+        self.plugin.group_changed(key)
+
+    def version(self, raw: dict[str, Any]) -> None:
+        self.versions += 1
+        raw["metadata"]["resourceVersion"] = str(self.versions)
+
+    def deliver(self, name: str = "g") -> None:
+        """The informer brings the API's copy of PodGroup ``name``."""
+        self.cache.gangs.set_group(parse_pod_group(copy.deepcopy(self.groups[name])))
+        self.changed(f"{NS}/{name}")
+
+    def stored(self, name: str = "g") -> None:
+        """A write of PodGroup ``name`` reached the API; the informer delivers it unless paused."""
+        self.version(self.groups[name])
+        if not self.informer_paused:
+            self.deliver(name)
+
+    def patch_group_status(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A merge patch of the status, refused (409) when it names a resourceVersion that is not the API's."""
+        raw = self.groups[name]
+        rv = (body.get("metadata") or {}).get("resourceVersion")
+        if rv is not None and rv != raw["metadata"]["resourceVersion"]:
+            raise APIError(409, "the object has been modified; please apply your changes to the latest version")
+        for k, v in body["status"].items():
+            if v is None:
+                raw["status"].pop(k, None)
+            else:
+                raw["status"][k] = copy.deepcopy(v)
+        self.stored(name)
+        return copy.deepcopy(raw)
 
     def group(self, name: str = "g", min_member: int = 3, annotations: dict[str, str] | None = None,
               status: dict[str, Any] | None = None, uid: str = "") -> None:
         self.groups[name] = {
             "metadata": {"name": name, "namespace": NS, "uid": uid or f"pg-{name}", "generation": 1,
                          "annotations": {OPT_IN_ANNOTATION: "true"} if annotations is None else annotations},
-            "spec": {"minMember": min_member}, "status": status or {}}
-        self.cache.gangs.set_group(parse_pod_group(self.groups[name]))
+            "spec": {"minMember": min_member}, "status": copy.deepcopy(status) or {}}
+        self.version(self.groups[name])
+        self.deliver(name)
+
+    def delete_group(self, name: str = "g") -> None:
+        del self.groups[name]
+        self.cache.gangs.remove_group(f"{NS}/{name}")
+        self.changed(f"{NS}/{name}")
 
     def patch_group(self, name: str, annotations: dict[str, str | None]) -> None:
         """A merge patch of the PodGroup's annotations, as the informer then shows it."""
-        raw = copy.deepcopy(self.groups[name])
+        raw = self.groups[name]
         for k, v in annotations.items():
             if v is None:
                 raw["metadata"]["annotations"].pop(k, None)
             else:
                 raw["metadata"]["annotations"][k] = v
-        self.groups[name] = raw
-        self.cache.gangs.set_group(parse_pod_group(raw))
+        self.stored(name)
 
     def pod(self, name: str, group: str = "g", node: str = "", ready: bool = False, phase: str = "",
             owner: str = "", scheduler: str = SCHED, **spec: Any) -> str:
@@ -240,11 +292,14 @@ class Env:
         self.names[name] = uid
         self.handle.pods[uid] = pod = parse_pod(obj)
         self.handle.gangs.update_membership(None, pod)
+        self.changed(pod.gang)
 
     def forget(self, name: str) -> None:
         uid = self.names.pop(name, None)
         if uid is not None:
-            self.handle.gangs.update_membership(self.handle.pods.pop(uid), None)
+            pod = self.handle.pods.pop(uid)
+            self.handle.gangs.update_membership(pod, None)
+            self.changed(pod.gang)
 
     def terminated(self, name: str, uid: str) -> None:
         """The kubelet's final delete, unless a finalizer keeps the pod (``finalized``)."""
@@ -262,24 +317,43 @@ class Env:
         assert st.code in (Code.SUCCESS, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
         return st.message()
 
+    def running(self) -> None:
+        """The plugin's background task runs (from the first time a test lets time pass)."""
+        if self.task is None:
+            self.task = asyncio.ensure_future(self.plugin.run())
+
     async def tick(self, dt: float = 0.0) -> None:
+        """Let ``dt`` pass (the plugin's timers fire), let the plugin act, and wait for its API work."""
+        self.running()
+        await settle()
         self.clock.advance(dt)
-        self.plugin.tick()
+        await settle()
         await self.plugin.flush()
 
     async def run_for(self, seconds: float, step: float = 1.0) -> None:
-        """Let ``seconds`` pass in steps, the background task ticking at each, without waiting for the API
-        work under way (a recreation may wait for minutes)."""
+        """Let ``seconds`` pass in steps, without waiting for the API work under way (a recreation may wait for
+        minutes)."""
+        self.running()
         for _ in range(round(seconds / step)):
             self.clock.advance(step)
-            self.plugin.tick()
             await settle()
 
     def restart(self) -> None:
         """The process dies (its tasks end where they are) and a new one starts over the same cluster."""
         for task in list(self.plugin._tasks):
             task.cancel()
+        if self.task is not None:
+            self.task.cancel()
+            self.task = None
         self.plugin = GangReadiness(self.plugin.args, self.handle)
+
+    async def stop(self) -> None:
+        """The background task ends (the test's end): nothing is left running on the loop."""
+        if self.task is not None:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            self.task = None
 
     def records(self, group: str = "g") -> dict[str, Any]:
         value = self.handle.gangs.group(f"{NS}/{group}").annotations.get(RECREATE_ANNOTATION)
@@ -291,6 +365,11 @@ class Env:
 
     def status_patches(self, group: str = "g") -> list[dict[str, Any]]:
         return [body["status"] for kind, path, body in self.client.of("patch") if path == STATUS.format(group)]
+
+    def status_patches_with_versions(self, group: str = "g") -> list[tuple[str | None, dict[str, Any]]]:
+        """(the resourceVersion it was made on, the status) of each status patch sent."""
+        return [((body.get("metadata") or {}).get("resourceVersion"), body["status"])
+                for kind, path, body in self.client.of("patch") if path == STATUS.format(group)]
 
 
 async def settle() -> None:
@@ -337,16 +416,18 @@ async def test_a_gang_ready_in_time_gets_pods_ready_true_and_is_never_evicted() 
     await env.tick()
     assert env.client.calls == [], "no quorum yet: no round"
     env.pod("g-2", node="n1")
-    await env.tick(1)
-    assert env.conditions()[-1]["reason"] == "WaitForStart"
+    await env.tick()
+    assert env.conditions()[-1]["reason"] == "WaitForStart", "the quorum is seen when it is bound"
     assert env.conditions()[-1]["message"] == "2/3 required members are Ready; waiting up to 10s"
-    env.pod("g-2", node="n1", ready=True)
     await env.tick(9)
+    assert env.conditions()[-1]["reason"] == "WaitForStart", "9 s of 10: still waiting"
+    env.pod("g-2", node="n1", ready=True)
+    await env.tick()
     cond = env.conditions()[-1]
     assert {k: cond[k] for k in ("type", "status", "reason", "message")} == {
         "type": "PodsReady", "status": "True", "reason": "PodsReady", "message": "3/3 required members are Ready"}
-    # the wall clock moves with the clock: Ready 1 s + 9 s after the start
-    assert cond["lastTransitionTime"] == "2024-05-01T10:00:10Z" and cond["observedGeneration"] == 1
+    # seen when it happens, no time passing; the wall clock moves with the clock: Ready 9 s after the start
+    assert cond["lastTransitionTime"] == "2024-05-01T10:00:09Z" and cond["observedGeneration"] == 1
     assert env.events.on_groups("PodsReady") == [("Normal", "3/3 required members are Ready")]
     await env.tick(3600)
     assert env.client.of("delete_pod") == []
@@ -635,9 +716,7 @@ async def test_a_record_too_big_as_json_is_written_gzipped() -> None:
     old = [env.pod(f"g-{i}", node="n1", containers=[{"name": "c", "image": "pause", "args": [note]}])
            for i in range(4)]
     await env.tick()
-    env.clock.advance(1)
-    env.plugin.tick()
-    await settle()
+    await env.run_for(1)
     (first, *_) = [body["metadata"]["annotations"][RECREATE_ANNOTATION] for _, path, body in env.client.of("patch")
                    if path == GROUPS + "g"]
     assert not first.startswith("{") and len(first) < 6000
@@ -754,13 +833,138 @@ async def test_queueing_hint_queues_only_pods_no_longer_held() -> None:
     assert hint(pod, None, None) == 1
 
 
-async def test_next_wait_is_the_sooner_of_the_tick_and_the_next_deadline() -> None:
-    env = Env(timeoutSeconds=0.3)
-    env.group(min_member=1)
-    env.gang(1, ready=0, owner="j")
-    assert env.plugin._next_wait() == 1.0
+# ---------------------------------------------------------------------------- events and timers, not a sweep
+
+
+async def test_an_idle_plugin_arms_no_timer_and_looks_at_no_gang() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group("quiet", min_member=2)
+    env.group("other", min_member=2, annotations={})
+    env.pod("quiet-0", group="quiet")
     await env.tick()
-    assert env.plugin._next_wait() == pytest.approx(0.3)
+    looked: list[str] = []
+    timeout_for = env.plugin.timeout_for
+    env.plugin.timeout_for = lambda pg: looked.append(pg.key) or timeout_for(pg)  # type: ignore[method-assign]
+    assert env.clock.pending == [], "no deadline: nothing to wake up for"
+    await env.tick(3600)
+    assert looked == [], "an hour without a change: no gang looked at"
+    env.pod("quiet-1", group="quiet")
+    await env.tick()
+    assert looked == ["default/quiet"], "a member's change: its gang, once"
+
+
+async def test_a_gang_has_one_timer_at_its_next_deadline() -> None:
+    env = Env(timeoutSeconds=10, backoffBaseSeconds=30, backoffMaxSeconds=30)
+    env.group(min_member=2)
+    start = env.clock()
+    env.gang(2, ready=0, owner="j")
+    await env.tick()
+    assert env.clock.pending == [start + 10], "the end of its PodsReady timeout"
+    env.pod("g-0", node="n1", ready=True, owner="j")   # a change before the deadline keeps the one timer
+    await env.tick(4)
+    assert env.clock.pending == [start + 10]
+    await env.tick(6)
+    assert sorted(c[1] for c in env.client.of("delete_pod")) == ["g-0", "g-1"], "evicted when the timer fired"
+    assert env.clock.pending == [start + 10 + 30], "then the end of its backoff"
+    env.pod("g-0", owner="j")
+    await env.tick(30)
+    assert env.activated == [env.names["g-0"]] and env.clock.pending == []
+
+
+async def test_an_unreadable_timeout_is_logged_once_per_group_and_value(caplog: pytest.LogCaptureFixture) -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=2, annotations={TIMEOUT_ANNOTATION: "soon"})
+    env.pod("g-0")
+    env.held("g-0")
+    for second in range(30):
+        env.pod("g-1", ready=second % 2 == 0)   # a member that keeps changing
+        env.held("g-0")
+        await env.tick(1)
+
+    def logged() -> list[str]:
+        return [r.getMessage() for r in caplog.records if TIMEOUT_ANNOTATION in r.getMessage()]
+
+    assert logged() == [f"PodGroup default/g: {TIMEOUT_ANNOTATION}='soon' is not a positive number of seconds; "
+                        f"using 10.0s"]
+    env.patch_group("g", {TIMEOUT_ANNOTATION: "later"})
+    await env.tick(5)
+    assert len(logged()) == 2 and "'later'" in logged()[1], "a new value is logged once more"
+
+
+async def test_a_deleted_podgroup_leaves_nothing_behind_and_lets_its_held_pods_go() -> None:
+    env = Env(timeoutSeconds=1, backoffBaseSeconds=100, backoffMaxSeconds=100)
+    env.group(min_member=1, annotations={TIMEOUT_ANNOTATION: "x"})
+    env.gang(1, ready=0, owner="j")
+    await env.tick()
+    await env.tick(1)
+    env.pod("g-0", owner="j")
+    assert env.held("g-0") != "" and env.clock.pending, "backing off, with a timer"
+    env.delete_group()
+    await env.tick()
+    assert env.activated == [env.names["g-0"]], "its held pods go (to wait for their PodGroup)"
+    assert plugin_state(env.plugin) == {}, "its round, timer, status write and annotation note are gone"
+
+
+async def test_a_podgroup_deleted_while_the_plugin_does_not_run_leaves_nothing_behind() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=1, annotations={TIMEOUT_ANNOTATION: "x"})
+    env.pod("g-0")
+    assert env.held("g-0") == "" and plugin_state(env.plugin), "PreEnqueue runs in a follower too"
+    env.delete_group()
+    assert plugin_state(env.plugin) == {}
+
+
+def plugin_state(plugin: GangReadiness) -> dict[str, int]:
+    """Every non-empty piece of per-gang state the plugin keeps (its tasks aside), by name."""
+    return {k: n for k, n in state_sizes(plugin, "plugin").items() if n and k != "plugin._tasks"}
+
+
+# ---------------------------------------------------------------------------- PodsReady and the other conditions
+
+
+def scheduled_condition(message: str = "m") -> dict[str, Any]:
+    return {"type": "PodGroupScheduled", "status": "False", "reason": "NotReadyForScheduling", "message": message,
+            "lastTransitionTime": "2024-05-01T09:00:00Z"}
+
+
+async def test_pods_ready_is_written_on_the_version_its_conditions_came_from_and_again_after_a_conflict() -> None:
+    env = Env(timeoutSeconds=10)
+    env.group(min_member=2)
+    env.gang(1, ready=0)
+    await env.tick()
+    informer_version = env.groups["g"]["metadata"]["resourceVersion"]
+    # the status controller writes its condition; the informer has not brought that version yet
+    env.informer_paused = True
+    env.patch_group_status("g", {"status": {"conditions": [scheduled_condition()]}})
+    env.pod("g-1", node="n1")
+    await env.run_for(1)   # (the writer now waits for the informer: tick() would wait for it)
+    (refused,) = env.status_patches_with_versions()
+    assert refused[0] == informer_version, "made on the version its other conditions came from"
+    assert [c["type"] for c in env.groups["g"]["status"]["conditions"]] == ["PodGroupScheduled"], \
+        "refused (409): the controller's condition is not erased"
+    env.informer_paused = False
+    env.deliver()
+    await env.tick()
+    assert [c["type"] for c in env.groups["g"]["status"]["conditions"]] == ["PodGroupScheduled", "PodsReady"], \
+        "written again on the newer version, keeping the other condition"
+    assert env.groups["g"]["status"]["conditions"][0] == scheduled_condition()
+    assert env.status_patches_with_versions()[-1][0] != informer_version
+
+
+async def test_a_write_refused_again_and_again_gives_up_after_a_bounded_number_of_tries_on_the_clock(
+        caplog: pytest.LogCaptureFixture) -> None:
+    env = Env(timeoutSeconds=1000)
+    env.group(min_member=1)
+    env.informer_paused = True
+    env.patch_group_status("g", {"status": {"conditions": [scheduled_condition()]}})   # never delivered
+    env.gang(1, ready=0)
+    await env.run_for(0.5, step=0.5)
+    assert len(env.status_patches_with_versions()) == 1
+    await env.run_for(CONFLICT_WAIT_SECONDS * (CONFLICT_RETRIES + 2), step=CONFLICT_WAIT_SECONDS)
+    await env.plugin.flush()
+    assert len(env.status_patches_with_versions()) == 1 + CONFLICT_RETRIES, "each retry waited for the clock"
+    assert any("cannot write its PodsReady condition" in r.getMessage() for r in caplog.records)
+    assert [c["type"] for c in env.groups["g"]["status"]["conditions"]] == ["PodGroupScheduled"]
 
 
 async def test_a_recreated_blocking_podgroup_stops_blocking() -> None:
