@@ -34,6 +34,11 @@ def max_len_error(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
+def max_bytes_error(n: int) -> str:
+    """1.36 counts label keys and values, and qualified names, in bytes, and says so (DNS names: characters)."""
+    return f"must be no more than {n} bytes"
+
+
 def byte_len(s: str) -> int:
     return len(s.encode("utf-8", "surrogatepass"))
 
@@ -71,7 +76,7 @@ def is_dns1123_subdomain(value: str) -> list[str]:
 
 
 def is_qualified_name(value: str) -> list[str]:
-    """An optional DNS-subdomain prefix and '/', then a name of at most 63 characters."""
+    """An optional DNS-subdomain prefix and '/', then a name of at most 63 bytes."""
     return _prefixed_name(value, "a qualified name ")
 
 
@@ -97,7 +102,7 @@ def _prefixed_name(value: str, shape: str) -> list[str]:
     if not name:
         errs.append("name part must be non-empty")
     elif byte_len(name) > 63:
-        errs.append("name part " + max_len_error(63))
+        errs.append("name part " + max_bytes_error(63))
     if not _QUALIFIED_NAME_RE.fullmatch(name):
         errs.append("name part " + _QUALIFIED_NAME_REGEX_ERROR)
     return errs
@@ -106,7 +111,7 @@ def _prefixed_name(value: str, shape: str) -> list[str]:
 def is_valid_label_value(value: str) -> list[str]:
     errs = []
     if byte_len(value) > 63:
-        errs.append(max_len_error(63))
+        errs.append(max_bytes_error(63))
     if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(_LABEL_VALUE_ERROR)
     return errs
