@@ -383,8 +383,7 @@ class Store:
             name = meta["generateName"] + "".join(random.choices(_NAME_ALPHABET, k=5))
             meta["name"] = name
         if not name or not isinstance(name, str):
-            raise errors.invalid(rt.kind, "", [errors.required("metadata.name", "name or generateName is required")],
-                                 rt.group)
+            raise _invalid(rt, "", [errors.required("metadata.name", "name or generateName is required")])
         if rt.namespaced:
             self._check_namespace(rt, ns, name)
         if view is not None:
@@ -393,7 +392,7 @@ class Store:
             vmeta = view.get("metadata") if isinstance(view.get("metadata"), dict) else {}
             causes = convert.validate_events_v1({**view, "metadata": {**vmeta, "namespace": ns, "name": name}})
             if causes:
-                raise errors.invalid(rt.kind, name, causes, rt.group)
+                raise _invalid(rt, name, causes)
         given_rv = meta.get("resourceVersion")
 
         # system fields, as rest.FillObjectMetaSystemFields and the registry do
@@ -416,7 +415,7 @@ class Store:
             causes += self._validate_create(rt, obj)
         _raise_undecodable(rt, causes)
         if causes:
-            raise errors.invalid(rt.kind, name, causes, rt.group)
+            raise _invalid(rt, name, causes)
         # storage comes last, after admission and validation: a resourceVersion in the body is a
         # bare error there (a 500 with no reason), then a taken name is 409
         if not dry_run and isinstance(given_rv, str) and given_rv.isdigit() and int(given_rv) != 0:
@@ -541,7 +540,7 @@ class Store:
         causes += self._validate_update(rt, old, new, subresource)
         _raise_undecodable(rt, causes)
         if causes:
-            raise errors.invalid(rt.kind, name, causes, rt.group)
+            raise _invalid(rt, name, causes)
         if new == old:
             return cur  # a no-op write does not bump resourceVersion (GuaranteedUpdate short-circuits)
         if dry_run:
@@ -1076,6 +1075,13 @@ def _restamp(entry: Entry, rv: int) -> Entry:
 
 def encode_event(type_: str, raw: bytes) -> bytes:
     return _TYPE_BYTES[type_] + raw + b"}\n"
+
+
+def _invalid(rt: ResourceType, name: str, causes: list[errors.FieldError]) -> errors.APIError:
+    """422 Invalid, naming the kind as its strategy types it: through a view (events.k8s.io/v1), the stored
+    kind (core/v1 Event), as the real server says ``Event "x" is invalid``."""
+    stored = by_kind_storage(rt) if rt.storage else rt
+    return errors.invalid(stored.kind, name, causes, stored.group)
 
 
 def by_kind_storage(rt: ResourceType) -> ResourceType:
