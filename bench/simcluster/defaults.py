@@ -220,13 +220,6 @@ _PORT_NAME_RE = re.compile("[-a-z0-9]+")
 _PORT_NAME_LETTER_RE = re.compile("[a-z]")
 
 
-def _name_msgs(value: str, prefix: bool) -> list[str]:
-    """NameIsDNSSubdomain; a generateName prefix may end in '-' (maskTrailingDash)."""
-    if prefix and len(value) > 1 and value.endswith("-"):
-        value = value[:-2] + "a"  # sic: upstream drops two characters before appending 'a'
-    return names.is_dns1123_subdomain(value)
-
-
 def _port_name_msgs(port: str) -> list[str]:
     msgs = []
     if len(port) > 15:
@@ -804,13 +797,17 @@ def fill_zero_status(group: str, kind: str, obj: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------- object meta
 
-def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldError]:
+def validate_object_meta(obj: dict[str, Any], namespaced: bool,
+                         name_rule: names.NameRule = names.name_is_dns_subdomain) -> list[FieldError]:
     """ValidateObjectMeta for any kind: name, generateName, namespace, labels, annotations.
 
-    Names must be DNS-1123 subdomains (the rule for pods, nodes and most
-    kinds). Expects generateName to have been turned into a name already and
-    a namespaced object to carry its namespace, as the real server arranges
-    before validating.
+    ``name_rule`` checks the name and the generateName prefix: the kind's own
+    rule (DNS-1123 subdomain for pods, nodes and most kinds), or
+    :func:`names.validate_path_segment_name` for the check every create gets
+    after its kind's (see :mod:`bench.simcluster.names`). Expects
+    generateName to have been turned into a name already and a namespaced
+    object to carry its namespace, as the real server arranges before
+    validating.
     """
     errs: list[FieldError] = []
     meta = obj.get("metadata")
@@ -820,7 +817,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
     generate_name = meta.get("generateName")
     if generate_name:
         if isinstance(generate_name, str):
-            for msg in _name_msgs(generate_name, True):
+            for msg in name_rule(generate_name, True):
                 errs.append(invalid_value("metadata.generateName", generate_name, msg))
         else:
             errs.append(_type_invalid("metadata.generateName", generate_name, "string"))
@@ -830,7 +827,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
     elif not isinstance(name, str):
         errs.append(_type_invalid("metadata.name", name, "string"))
     else:
-        for msg in _name_msgs(name, False):
+        for msg in name_rule(name, False):
             errs.append(invalid_value("metadata.name", name, msg))
     namespace = meta.get("namespace")
     if namespaced:

@@ -440,9 +440,9 @@ def default_job(job: dict[str, Any]) -> None:
         defaults.default_pod_template_spec(template_spec)
 
 
-def prepare_job(job: dict[str, Any]) -> None:
-    """The Job strategy's PrepareForCreate: zero status, and the generated selector and its labels."""
-    job["status"] = {}
+def generate_selector(job: dict[str, Any]) -> None:
+    """The Job strategy's generateSelector, with which its Validate starts (before any check, and after the
+    name was generated): the selector on the Job's uid and the four template labels."""
     spec = _dict(job.get("spec"))
     template = spec.get("template")
     if spec.get("manualSelector") is True or not isinstance(template, dict):
@@ -500,7 +500,7 @@ def prepare_create(kind: str, group: str, version: str, obj: dict[str, Any], loo
         check_decodes(kind, obj)
         if kind == "Job":
             default_job(obj)
-            prepare_job(obj)
+            obj["status"] = {}   # the strategy's PrepareForCreate
         elif isinstance(obj.get("spec"), dict):
             default_scheduling_group(obj["spec"])
     elif (group, version) == NATIVE:
