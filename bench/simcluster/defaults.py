@@ -68,6 +68,7 @@ __all__ = [
     "fill_zero_status",
     "validate_node_create",
     "validate_object_meta",
+    "validate_labels",
 ]
 
 PriorityClassLookup = Callable[[str], "dict[str, Any] | None"]
@@ -843,12 +844,13 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool,
     generation = meta.get("generation")
     if _is_int(generation) and generation < 0:
         errs.append(invalid_value("metadata.generation", generation, "must be greater than or equal to 0"))
-    _validate_labels(meta.get("labels"), "metadata.labels", errs)
+    validate_labels(meta.get("labels"), "metadata.labels", errs)
     _validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
     return errs
 
 
-def _validate_labels(labels: Any, path: str, errs: list[FieldError]) -> None:
+def validate_labels(labels: Any, path: str, errs: list[FieldError]) -> None:
+    """ValidateLabels: keys and values of a label map, appended to ``errs``."""
     # errors name the map, not the key, as unversionedvalidation.ValidateLabels does
     for key, value in _check_dict(labels, path, errs).items():
         for msg in names.is_label_key(key):
@@ -921,7 +923,7 @@ def _validate_pod_spec(spec: dict[str, Any], errs: list[FieldError]) -> None:
     _validate_enum(spec.get("restartPolicy"), "spec.restartPolicy", ["Always", "OnFailure", "Never"], errs)
     _validate_enum(spec.get("dnsPolicy"), "spec.dnsPolicy",
                    ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], errs)
-    _validate_labels(spec.get("nodeSelector"), "spec.nodeSelector", errs)
+    validate_labels(spec.get("nodeSelector"), "spec.nodeSelector", errs)
     _validate_affinity(spec.get("affinity"), "spec.affinity", errs)
     _validate_scheduling_gates(spec.get("schedulingGates"), errs)
     _validate_topology_spread(spec.get("topologySpreadConstraints"), errs)
@@ -1321,7 +1323,7 @@ def _validate_label_selector(selector: Any, path: str, errs: list[FieldError]) -
     if selector is None:
         return
     selector = _check_dict(selector, path, errs)
-    _validate_labels(selector.get("matchLabels"), f"{path}.matchLabels", errs)
+    validate_labels(selector.get("matchLabels"), f"{path}.matchLabels", errs)
     for i, expr in _check_list(selector.get("matchExpressions"), f"{path}.matchExpressions", errs):
         p = f"{path}.matchExpressions[{i}]"
         operator = expr.get("operator")

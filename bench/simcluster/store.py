@@ -875,10 +875,14 @@ class Store:
 
     @staticmethod
     def _canonicalize(rt: ResourceType, obj: dict[str, Any]) -> None:
-        """After validation: the strategy's Canonicalize."""
+        """After validation: the strategy's Canonicalize, and the defaulting every read of the stored object
+        gets (the real server defaults what it decodes from etcd)."""
         if rt.group == "" and rt.kind == "Namespace":
             # a namespace made from a generateName is labelled with its name only now
             defaults.default_namespace(obj)
+        elif rt.group == "batch" and rt.kind == "Job":
+            # a Job stored without labels reads back with its template's, generated selector labels included
+            workloads.default_job(obj)
 
     def _validate_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any],
                          subresource: str) -> list[errors.FieldError]:

@@ -62,6 +62,8 @@ KINDS: dict[str, Callable[[Target], tuple[str, dict[str, Any]]]] = {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "rules": []}),
     "Role": lambda t: (f"/apis/rbac.authorization.k8s.io/v1/namespaces/{t.ns}/roles", {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "rules": []}),
+    "Job": lambda t: (f"/apis/batch/v1/namespaces/{t.ns}/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "spec": {"suspend": True, "template": _template({}, "Never")}}),
     "PodGroup": lambda t: (f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{t.ns}/podgroups", {
         "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "spec": {"minMember": 1}}),
 }
@@ -130,6 +132,11 @@ CASES = [
     Case("a role takes generateName x.", "Role", "generateName", "x."),
     Case("a clusterrole refuses generateName .. as a name", "ClusterRole", "generateName", "..",
          (("metadata.generateName", _invalid("..", "may not be '..'")),)),
+    # the Job's name becomes a label value in its template
+    Case("a job refuses a 64-character name through its labels and its template's", "Job", "name", "j" * 64,
+         # a Job without labels shares its template's label map, so the generated labels are on both
+         (("metadata.labels", _invalid("j" * 64, "must be no more than 63 bytes")),) * 2
+         + (("spec.template.labels", _invalid("j" * 64, "must be no more than 63 bytes")),) * 2),
     Case("a podgroup (a custom resource) refuses generateName x.", "PodGroup", "generateName", "x.",
          (("metadata.generateName", _invalid("x.", DNS1123_SUBDOMAIN_ERROR)),)),
     # a generateName is cut to 58 characters before the 5 random ones
@@ -211,3 +218,30 @@ async def test_an_object_whose_name_only_the_path_rule_allows_can_be_updated(tar
     r = await target.req("PATCH", f"{path}/{name}", {"metadata": {"labels": {"round": "2"}}}, content_type=MERGE)
     assert r.status == 200, r.body
     assert r.body["metadata"]["labels"] == {"round": "2"}
+
+
+@pytest.mark.parametrize("field,template_labels,keeps_only_its_own", [
+    pytest.param("name", {"app": "train"}, False, id="a named Job shares its template's labels, generated ones too"),
+    pytest.param("generateName", {"app": "train"}, True,
+                 id="a Job made from a generateName copies its template's labels before the generated ones"),
+    pytest.param("name", None, False, id="a named Job without template labels reads back with the generated ones"),
+    pytest.param("generateName", None, False,
+                 id="a Job from a generateName without template labels reads back with the generated ones"),
+])
+async def test_a_job_without_labels_of_its_own_takes_its_templates(target, field, template_labels,
+                                                                   keeps_only_its_own):
+    path, body = KINDS["Job"](target)
+    if template_labels is None:
+        del body["spec"]["template"]["metadata"]
+    else:
+        body["spec"]["template"]["metadata"]["labels"] = template_labels
+    r = await target.req("POST", path, {**body, "metadata": {field: "train-" if field == "generateName" else "train"}})
+    assert r.status == 201, r.body
+    meta = r.body["metadata"]
+    generated = {"batch.kubernetes.io/controller-uid": meta["uid"], "batch.kubernetes.io/job-name": meta["name"],
+                 "controller-uid": meta["uid"], "job-name": meta["name"]}
+    own = template_labels or {}
+    assert r.body["spec"]["template"]["metadata"]["labels"] == {**own, **generated}
+    assert meta["labels"] == (own if keeps_only_its_own else {**own, **generated})
+    r = await target.req("GET", f"{path}/{meta['name']}")
+    assert r.body["metadata"]["labels"] == meta["labels"]
