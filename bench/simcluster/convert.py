@@ -168,15 +168,13 @@ def _object_meta(meta: dict[str, Any]) -> list[FieldError]:
     errs: list[FieldError] = []
     generate_name = _s(meta, "generateName")
     if generate_name:
-        # NameIsDNSSubdomain with prefix=true masks one trailing dash.
-        masked = generate_name[:-1] + "a" if generate_name.endswith("-") else generate_name
-        for msg in names.is_dns1123_subdomain(masked):
+        for msg in names.name_is_dns_subdomain(generate_name, True):
             errs.append(invalid_value("metadata.generateName", generate_name, msg))
     name = _s(meta, "name")
     if not name:
         errs.append(required("metadata.name", "name or generateName is required"))
     else:
-        for msg in names.is_dns1123_subdomain(name):
+        for msg in names.name_is_dns_subdomain(name, False):
             errs.append(invalid_value("metadata.name", name, msg))
     namespace = _s(meta, "namespace")
     if not namespace:

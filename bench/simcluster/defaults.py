@@ -68,6 +68,7 @@ __all__ = [
     "fill_zero_status",
     "validate_node_create",
     "validate_object_meta",
+    "validate_labels",
 ]
 
 PriorityClassLookup = Callable[[str], "dict[str, Any] | None"]
@@ -218,13 +219,6 @@ def _quantity_or_none(value: Any) -> Fraction | None:
 
 _PORT_NAME_RE = re.compile("[-a-z0-9]+")
 _PORT_NAME_LETTER_RE = re.compile("[a-z]")
-
-
-def _name_msgs(value: str, prefix: bool) -> list[str]:
-    """NameIsDNSSubdomain; a generateName prefix may end in '-' (maskTrailingDash)."""
-    if prefix and len(value) > 1 and value.endswith("-"):
-        value = value[:-2] + "a"  # sic: upstream drops two characters before appending 'a'
-    return names.is_dns1123_subdomain(value)
 
 
 def _port_name_msgs(port: str) -> list[str]:
@@ -804,13 +798,17 @@ def fill_zero_status(group: str, kind: str, obj: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------- object meta
 
-def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldError]:
+def validate_object_meta(obj: dict[str, Any], namespaced: bool,
+                         name_rule: names.NameRule = names.name_is_dns_subdomain) -> list[FieldError]:
     """ValidateObjectMeta for any kind: name, generateName, namespace, labels, annotations.
 
-    Names must be DNS-1123 subdomains (the rule for pods, nodes and most
-    kinds). Expects generateName to have been turned into a name already and
-    a namespaced object to carry its namespace, as the real server arranges
-    before validating.
+    ``name_rule`` checks the name and the generateName prefix: the kind's own
+    rule (DNS-1123 subdomain for pods, nodes and most kinds), or
+    :func:`names.validate_path_segment_name` for the check every create gets
+    after its kind's (see :mod:`bench.simcluster.names`). Expects
+    generateName to have been turned into a name already and a namespaced
+    object to carry its namespace, as the real server arranges before
+    validating.
     """
     errs: list[FieldError] = []
     meta = obj.get("metadata")
@@ -820,7 +818,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
     generate_name = meta.get("generateName")
     if generate_name:
         if isinstance(generate_name, str):
-            for msg in _name_msgs(generate_name, True):
+            for msg in name_rule(generate_name, True):
                 errs.append(invalid_value("metadata.generateName", generate_name, msg))
         else:
             errs.append(_type_invalid("metadata.generateName", generate_name, "string"))
@@ -830,7 +828,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
     elif not isinstance(name, str):
         errs.append(_type_invalid("metadata.name", name, "string"))
     else:
-        for msg in _name_msgs(name, False):
+        for msg in name_rule(name, False):
             errs.append(invalid_value("metadata.name", name, msg))
     namespace = meta.get("namespace")
     if namespaced:
@@ -846,12 +844,13 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool) -> list[FieldErr
     generation = meta.get("generation")
     if _is_int(generation) and generation < 0:
         errs.append(invalid_value("metadata.generation", generation, "must be greater than or equal to 0"))
-    _validate_labels(meta.get("labels"), "metadata.labels", errs)
+    validate_labels(meta.get("labels"), "metadata.labels", errs)
     _validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
     return errs
 
 
-def _validate_labels(labels: Any, path: str, errs: list[FieldError]) -> None:
+def validate_labels(labels: Any, path: str, errs: list[FieldError]) -> None:
+    """ValidateLabels: keys and values of a label map, appended to ``errs``."""
     # errors name the map, not the key, as unversionedvalidation.ValidateLabels does
     for key, value in _check_dict(labels, path, errs).items():
         for msg in names.is_label_key(key):
@@ -924,7 +923,7 @@ def _validate_pod_spec(spec: dict[str, Any], errs: list[FieldError]) -> None:
     _validate_enum(spec.get("restartPolicy"), "spec.restartPolicy", ["Always", "OnFailure", "Never"], errs)
     _validate_enum(spec.get("dnsPolicy"), "spec.dnsPolicy",
                    ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"], errs)
-    _validate_labels(spec.get("nodeSelector"), "spec.nodeSelector", errs)
+    validate_labels(spec.get("nodeSelector"), "spec.nodeSelector", errs)
     _validate_affinity(spec.get("affinity"), "spec.affinity", errs)
     _validate_scheduling_gates(spec.get("schedulingGates"), errs)
     _validate_topology_spread(spec.get("topologySpreadConstraints"), errs)
@@ -1324,7 +1323,7 @@ def _validate_label_selector(selector: Any, path: str, errs: list[FieldError]) -
     if selector is None:
         return
     selector = _check_dict(selector, path, errs)
-    _validate_labels(selector.get("matchLabels"), f"{path}.matchLabels", errs)
+    validate_labels(selector.get("matchLabels"), f"{path}.matchLabels", errs)
     for i, expr in _check_list(selector.get("matchExpressions"), f"{path}.matchExpressions", errs):
         p = f"{path}.matchExpressions[{i}]"
         operator = expr.get("operator")

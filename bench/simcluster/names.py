@@ -5,11 +5,32 @@ the same name returns (empty when valid). Clients print these messages
 verbatim, so the wording, including upstream's double space in
 ``RegexError``'s examples, is part of the contract. Lengths are Go's
 ``len()``: bytes of UTF-8.
+
+A kind's name rule (:data:`NameRule`, upstream's ``ValidateNameFunc``) is
+what its registry strategy checks ``metadata.name`` and
+``metadata.generateName`` with; each kind's is in
+:mod:`bench.simcluster.resources`. Observed on kube-apiserver 1.36.2:
+
+* :func:`name_is_dns_subdomain`: most kinds (pods, nodes, volumes and claims,
+  leases, Jobs, PodGroups, custom resources, events.k8s.io/v1 Events ...);
+* :func:`name_is_dns_label`: Namespaces, Services (1.36's relaxed rule: a
+  leading digit is allowed) and StatefulSets;
+* :func:`name_only_dns_subdomain`: ReplicationControllers, validated with
+  ``ValidateObjectMetaWithOpts``, which leaves ``generateName`` unchecked;
+* :func:`rbac_name`: Roles, ClusterRoles and their bindings (``ValidateRBACName``
+  is ``path.IsValidPathSegmentName``, prefix or not);
+* none (``None``): core/v1 Events and PodDisruptionBudgets, whose strategies
+  check no name at all.
+
+Whatever the kind, ``rest.BeforeCreate`` then checks every name with
+:func:`validate_path_segment_name`, once the strategy found nothing wrong:
+that is all a name without a rule of its own must pass.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 DNS1123_SUBDOMAIN_FMT = DNS1123_LABEL_FMT + "(\\." + DNS1123_LABEL_FMT + ")*"
@@ -32,6 +53,11 @@ def regex_error(msg: str, fmt: str, *examples: str) -> str:
 
 def max_len_error(n: int) -> str:
     return f"must be no more than {n} characters"
+
+
+def max_bytes_error(n: int) -> str:
+    """1.36 counts label keys and values, and qualified names, in bytes, and says so (DNS names: characters)."""
+    return f"must be no more than {n} bytes"
 
 
 def byte_len(s: str) -> int:
@@ -71,7 +97,7 @@ def is_dns1123_subdomain(value: str) -> list[str]:
 
 
 def is_qualified_name(value: str) -> list[str]:
-    """An optional DNS-subdomain prefix and '/', then a name of at most 63 characters."""
+    """An optional DNS-subdomain prefix and '/', then a name of at most 63 bytes."""
     return _prefixed_name(value, "a qualified name ")
 
 
@@ -97,7 +123,7 @@ def _prefixed_name(value: str, shape: str) -> list[str]:
     if not name:
         errs.append("name part must be non-empty")
     elif byte_len(name) > 63:
-        errs.append("name part " + max_len_error(63))
+        errs.append("name part " + max_bytes_error(63))
     if not _QUALIFIED_NAME_RE.fullmatch(name):
         errs.append("name part " + _QUALIFIED_NAME_REGEX_ERROR)
     return errs
@@ -106,7 +132,57 @@ def _prefixed_name(value: str, shape: str) -> list[str]:
 def is_valid_label_value(value: str) -> list[str]:
     errs = []
     if byte_len(value) > 63:
-        errs.append(max_len_error(63))
+        errs.append(max_bytes_error(63))
     if not _LABEL_VALUE_RE.fullmatch(value):
         errs.append(_LABEL_VALUE_ERROR)
     return errs
+
+
+# ---------------------------------------------------------------------------- name rules
+
+NameRule = Callable[[str, bool], list[str]]   # (name, is a generateName prefix) -> messages
+
+# storage/names.SimpleNameGenerator: a generateName is cut to 58 characters before 5 random ones are appended
+MAX_GENERATED_NAME_PREFIX = 63 - 5
+
+_NAME_MAY_NOT_BE = (".", "..")
+_NAME_MAY_NOT_CONTAIN = ("/", "%")
+
+
+def mask_trailing_dash(name: str) -> str:
+    """A generateName may end in '-': upstream replaces the last *two* characters by 'a' (sic) to check it."""
+    if len(name) > 1 and name.endswith("-"):
+        return name[:-2] + "a"
+    return name
+
+
+def name_is_dns_subdomain(name: str, prefix: bool) -> list[str]:
+    return is_dns1123_subdomain(mask_trailing_dash(name) if prefix else name)
+
+
+def name_is_dns_label(name: str, prefix: bool) -> list[str]:
+    return is_dns1123_label(mask_trailing_dash(name) if prefix else name)
+
+
+def name_only_dns_subdomain(name: str, prefix: bool) -> list[str]:
+    """A DNS subdomain name, and any generateName (``ValidateObjectMetaWithOpts`` checks only the result)."""
+    return [] if prefix else is_dns1123_subdomain(name)
+
+
+def is_valid_path_segment_name(name: str) -> list[str]:
+    """path.IsValidPathSegmentName: not '.' or '..', no '/' or '%': a name a URL path can carry."""
+    if name in _NAME_MAY_NOT_BE:
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in _NAME_MAY_NOT_CONTAIN if c in name]
+
+
+def validate_path_segment_name(name: str, prefix: bool) -> list[str]:
+    """path.ValidatePathSegmentName: a prefix may be '.' or '..' (IsValidPathSegmentPrefix)."""
+    if prefix:
+        return [f"may not contain '{c}'" for c in _NAME_MAY_NOT_CONTAIN if c in name]
+    return is_valid_path_segment_name(name)
+
+
+def rbac_name(name: str, prefix: bool) -> list[str]:
+    """ValidateRBACName: IsValidPathSegmentName for names and generateNames alike (so a generateName '..' fails)."""
+    return is_valid_path_segment_name(name)

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from bench.simcluster import names
+
 # the --runtime-config group/version of upstream's native gang API (PodGroup, Workload)
 NATIVE_GANGS = "scheduling.k8s.io/v1alpha2"
 
@@ -128,6 +130,9 @@ class ResourceType:
     verbs: tuple[str, ...] = STANDARD_VERBS   # ("create",): a review, answered and never stored
     # served only when --runtime-config enables this group/version (alpha APIs); "" always served
     runtime_config: str = ""
+    # what the kind's strategy checks metadata.name and generateName with; None: nothing beyond the
+    # path-segment check every create gets (see bench.simcluster.names)
+    name_rule: names.NameRule | None = names.name_is_dns_subdomain
 
     @property
     def api_version(self) -> str:
@@ -177,14 +182,16 @@ def _events_to_view(obj: dict[str, Any]) -> dict[str, Any]:
 RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "Namespace", False, "namespace", ("ns",),
                  subresources=("status",), fields=_namespace_fields,
-                 field_names=_fieldset(_namespace_fields)),
+                 field_names=_fieldset(_namespace_fields), name_rule=names.name_is_dns_label),
     ResourceType("", "v1", "nodes", "Node", False, "node", ("no",),
                  subresources=("status",), fields=_node_fields, field_names=_fieldset(_node_fields)),
     ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), ("all",),
                  subresources=("status", "binding"), fields=_pod_fields,
                  field_names=_fieldset(_pod_fields), generation=True, create_keeps_status=False),
+    # core/v1 Events keep legacy validation, which checks no name (ValidateEventCreate); events.k8s.io/v1
+    # ones are checked as DNS subdomains by the stricter rules, in bench.simcluster.convert
     ResourceType("", "v1", "events", "Event", True, "event", ("ev",),
-                 fields=_event_fields, field_names=_fieldset(_event_fields)),
+                 fields=_event_fields, field_names=_fieldset(_event_fields), name_rule=None),
     ResourceType("", "v1", "persistentvolumes", "PersistentVolume", False, "persistentvolume",
                  ("pv",), subresources=("status",), create_keeps_status=False),
     ResourceType("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True,
@@ -194,18 +201,20 @@ RESOURCES: tuple[ResourceType, ...] = (
     # defaults). Neither a clusterIP allocator nor the controllers are simulated.
     ResourceType("", "v1", "services", "Service", True, "service", ("svc",), ("all",),
                  subresources=("status",), fields=_service_fields, field_names=_fieldset(_service_fields),
-                 create_keeps_status=False),
+                 create_keeps_status=False, name_rule=names.name_is_dns_label),
     ResourceType("", "v1", "replicationcontrollers", "ReplicationController", True, "replicationcontroller",
                  ("rc",), ("all",), subresources=("status",), fields=_replication_controller_fields,
                  field_names=_fieldset(_replication_controller_fields), generation=True,
-                 create_keeps_status=False),
+                 create_keeps_status=False, name_rule=names.name_only_dns_subdomain),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",),
                  fields=_events_v1_fields, field_names=_fieldset(_events_v1_fields),
-                 storage=("", "events"), to_view=_events_to_view, from_view=_events_from_view),
+                 storage=("", "events"), to_view=_events_to_view, from_view=_events_from_view,
+                 name_rule=None),
     ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, "replicaset", ("rs",), ("all",),
                  subresources=("status",), generation=True, create_keeps_status=False),
     ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, "statefulset", ("sts",), ("all",),
-                 subresources=("status",), generation=True, create_keeps_status=False),
+                 subresources=("status",), generation=True, create_keeps_status=False,
+                 name_rule=names.name_is_dns_label),
     ResourceType("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, "storageclass",
                  ("sc",)),
     # what a scheduler reads of a cluster's CSI drivers (VolumeBinding, NodeVolumeLimits); scopes and short
@@ -219,7 +228,7 @@ RESOURCES: tuple[ResourceType, ...] = (
                  subresources=("status",), create_keeps_status=False),
     ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True,
                  "poddisruptionbudget", ("pdb",), subresources=("status",), generation=True,
-                 create_keeps_status=False),
+                 create_keeps_status=False, name_rule=None),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False,
                  "priorityclass", ("pc",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
@@ -231,11 +240,13 @@ RESOURCES: tuple[ResourceType, ...] = (
                  verbs=("create",)),
     ResourceType("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False,
                  "subjectaccessreview", verbs=("create",)),
-    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False, "clusterrole",
+                 name_rule=names.rbac_name),
     ResourceType("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", False,
-                 "clusterrolebinding"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role"),
-    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"),
+                 "clusterrolebinding", name_rule=names.rbac_name),
+    ResourceType("rbac.authorization.k8s.io", "v1", "roles", "Role", True, "role", name_rule=names.rbac_name),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding",
+                 name_rule=names.rbac_name),
     ResourceType("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, "podgroup",
                  ("pg", "pgs"), subresources=("status",), generation=True,
                  create_keeps_status=False, strategic=False),

@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import orjson
 
-from bench.simcluster import convert, defaults, errors, workloads
+from bench.simcluster import convert, defaults, errors, names, workloads
 from bench.simcluster import patch as patching
 from bench.simcluster.resources import RESOURCES, ResourceType, lookup
 
@@ -63,6 +63,11 @@ _TYPE_BYTES = {t: f'{{"type":"{t}","object":'.encode() for t in (ADDED, MODIFIED
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 _TERMINAL = ("Succeeded", "Failed")
+
+
+def _generate_name(prefix: str) -> str:
+    """names.SimpleNameGenerator: the prefix, cut to leave room for them, and 5 random characters."""
+    return prefix[:names.MAX_GENERATED_NAME_PREFIX] + "".join(random.choices(_NAME_ALPHABET, k=5))
 
 
 def rfc3339(t: float) -> str:
@@ -379,21 +384,12 @@ class Store:
             meta.pop("namespace", None)
             ns = ""
         name = meta.get("name")
-        if not name and meta.get("generateName"):
-            name = meta["generateName"] + "".join(random.choices(_NAME_ALPHABET, k=5))
-            meta["name"] = name
-        if not name or not isinstance(name, str):
-            raise errors.invalid(rt.kind, "", [errors.required("metadata.name", "name or generateName is required")],
-                                 rt.group)
+        prefix = meta.get("generateName") if not name else None
+        if not (name and isinstance(name, str)) and not (prefix and isinstance(prefix, str)):
+            raise _invalid(rt, "", [errors.required("metadata.name", "name or generateName is required")])
         if rt.namespaced:
-            self._check_namespace(rt, ns, name)
-        if view is not None:
-            # events.k8s.io/v1 creates carry stricter rules than core/v1 ones (ValidateEventCreate),
-            # checked as upstream once the namespace came from the URL and the name from generateName
-            vmeta = view.get("metadata") if isinstance(view.get("metadata"), dict) else {}
-            causes = convert.validate_events_v1({**view, "metadata": {**vmeta, "namespace": ns, "name": name}})
-            if causes:
-                raise errors.invalid(rt.kind, name, causes, rt.group)
+            # admission names an object by its generateName: no name is generated before admission
+            self._check_namespace(rt, ns, name or prefix)
         given_rv = meta.get("resourceVersion")
 
         # system fields, as rest.FillObjectMetaSystemFields and the registry do
@@ -411,12 +407,22 @@ class Store:
             obj.pop("status", None)
         if admit:
             self._prepare_create(rt, obj)
-        causes = defaults.validate_object_meta(obj, rt.namespaced) if admit else []
-        if admit:
-            causes += self._validate_create(rt, obj)
+        if not name:
+            # after defaulting and admission, before validation, as the registry generates it
+            name = meta["name"] = _generate_name(prefix)
+        if view is not None:
+            # events.k8s.io/v1 creates carry stricter rules than core/v1 ones (ValidateEventCreate),
+            # checked as upstream once the namespace came from the URL and the name from generateName
+            vmeta = view.get("metadata") if isinstance(view.get("metadata"), dict) else {}
+            causes = convert.validate_events_v1({**view, "metadata": {**vmeta, "namespace": ns, "name": name}})
+            if causes:
+                raise _invalid(rt, name, causes)
+        causes = self._validate_create(rt, obj) if admit else []
         _raise_undecodable(rt, causes)
         if causes:
-            raise errors.invalid(rt.kind, name, causes, rt.group)
+            raise _invalid(rt, name, causes)
+        if admit:
+            self._canonicalize(rt, obj)
         # storage comes last, after admission and validation: a resourceVersion in the body is a
         # bare error there (a 500 with no reason), then a taken name is 409
         if not dry_run and isinstance(given_rv, str) and given_rv.isdigit() and int(given_rv) != 0:
@@ -537,11 +543,13 @@ class Store:
         new.setdefault("apiVersion", old.get("apiVersion"))
         new.setdefault("kind", old.get("kind"))
         new["metadata"]["resourceVersion"] = old_meta.get("resourceVersion")
-        causes = defaults.validate_object_meta(new, rt.namespaced) if meta_written else []
+        # names are immutable: only a changed generateName can fail here (the kind's rule, else the path rule)
+        causes = (defaults.validate_object_meta(new, rt.namespaced, rt.name_rule or names.validate_path_segment_name)
+                  if meta_written else [])
         causes += self._validate_update(rt, old, new, subresource)
         _raise_undecodable(rt, causes)
         if causes:
-            raise errors.invalid(rt.kind, name, causes, rt.group)
+            raise _invalid(rt, name, causes)
         if new == old:
             return cur  # a no-op write does not bump resourceVersion (GuaranteedUpdate short-circuits)
         if dry_run:
@@ -842,6 +850,18 @@ class Store:
             default(obj)
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
+        """rest.BeforeCreate's two checks: the kind's strategy, metadata with the kind's name rule first;
+        then, only if that found nothing, every kind's metadata check, with path-segment names."""
+        if rt.group == "batch" and rt.kind == "Job":
+            workloads.generate_selector(obj)   # the Job strategy's Validate starts by generating it
+        causes = self._validate_kind_create(rt, obj)
+        if rt.name_rule is not None:
+            # the second check cannot fail after this one: no name a rule allows is refused as a path
+            # segment, and the rest of the metadata is checked the same way
+            return defaults.validate_object_meta(obj, rt.namespaced, rt.name_rule) + causes
+        return causes or defaults.validate_object_meta(obj, rt.namespaced, names.validate_path_segment_name)
+
+    def _validate_kind_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         owned = workloads.validate_create(rt.kind, rt.group, rt.version, obj, self._workload)
         if rt.group == "" and rt.kind == "Pod":
             return defaults.validate_pod_create(obj) + owned
@@ -852,6 +872,17 @@ class Store:
         if rt.group == "" and rt.kind == "Event":
             return convert.validate_core_v1_event(obj)
         return []
+
+    @staticmethod
+    def _canonicalize(rt: ResourceType, obj: dict[str, Any]) -> None:
+        """After validation: the strategy's Canonicalize, and the defaulting every read of the stored object
+        gets (the real server defaults what it decodes from etcd)."""
+        if rt.group == "" and rt.kind == "Namespace":
+            # a namespace made from a generateName is labelled with its name only now
+            defaults.default_namespace(obj)
+        elif rt.group == "batch" and rt.kind == "Job":
+            # a Job stored without labels reads back with its template's, generated selector labels included
+            workloads.default_job(obj)
 
     def _validate_update(self, rt: ResourceType, old: dict[str, Any], new: dict[str, Any],
                          subresource: str) -> list[errors.FieldError]:
@@ -1076,6 +1107,13 @@ def _restamp(entry: Entry, rv: int) -> Entry:
 
 def encode_event(type_: str, raw: bytes) -> bytes:
     return _TYPE_BYTES[type_] + raw + b"}\n"
+
+
+def _invalid(rt: ResourceType, name: str, causes: list[errors.FieldError]) -> errors.APIError:
+    """422 Invalid, naming the kind as its strategy types it: through a view (events.k8s.io/v1), the stored
+    kind (core/v1 Event), as the real server says ``Event "x" is invalid``."""
+    stored = by_kind_storage(rt) if rt.storage else rt
+    return errors.invalid(stored.kind, name, causes, stored.group)
 
 
 def by_kind_storage(rt: ResourceType) -> ResourceType:

@@ -45,10 +45,11 @@ server's words:
   manualSelector) and the generated selector with its four template labels.
   Validation covers only what the stand-in's Job controller relies on:
   a template with restartPolicy Never or OnFailure, completions for an
-  Indexed Job, non-negative counts. The template's pod spec is defaulted
-  as upstream does it (restartPolicy excepted: a Job's template has none
-  by default) but not validated; update rules (immutable template and
-  selector) are not simulated.
+  Indexed Job, non-negative counts, the template's labels (which carry the
+  Job's name, so a Job name longer than 63 characters is refused). The
+  template's pod spec is defaulted as upstream does it (restartPolicy
+  excepted: a Job's template has none by default) but not validated; update
+  rules (immutable template and selector) are not simulated.
 """
 
 from __future__ import annotations
@@ -435,14 +436,21 @@ def default_job(job: dict[str, Any]) -> None:
         spec["podReplacementPolicy"] = "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed"
     if spec.get("manualSelector") is None:
         spec["manualSelector"] = False
-    template_spec = _dict(spec.get("template")).get("spec")
-    if isinstance(template_spec, dict):
-        defaults.default_pod_template_spec(template_spec)
+    template = _dict(spec.get("template"))
+    template_labels = _dict(template.get("metadata")).get("labels")
+    meta = job.get("metadata")
+    if isinstance(template_labels, dict) and isinstance(meta, dict) and not meta.get("labels"):
+        # a Job without labels takes its template's, the very map (Go shares it), so the selector labels
+        # generated into the template later land on the Job too; but a create by generateName works on a
+        # deep copy made after defaulting (the registry's retry on a taken generated name), which unshares them
+        meta["labels"] = template_labels if meta.get("name") else dict(template_labels)
+    if isinstance(template.get("spec"), dict):
+        defaults.default_pod_template_spec(template["spec"])
 
 
-def prepare_job(job: dict[str, Any]) -> None:
-    """The Job strategy's PrepareForCreate: zero status, and the generated selector and its labels."""
-    job["status"] = {}
+def generate_selector(job: dict[str, Any]) -> None:
+    """The Job strategy's generateSelector, with which its Validate starts (before any check, and after the
+    name was generated): the selector on the Job's uid and the four template labels."""
     spec = _dict(job.get("spec"))
     template = spec.get("template")
     if spec.get("manualSelector") is True or not isinstance(template, dict):
@@ -476,6 +484,8 @@ def validate_job(job: dict[str, Any]) -> list[FieldError]:
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         errs.append(required("spec.template"))
         return errs
+    # the generated selector's labels carry the Job's name: a name longer than a label value fails here
+    defaults.validate_labels(_dict(template.get("metadata")).get("labels"), "spec.template.labels", errs)
     policy, path = template["spec"].get("restartPolicy"), "spec.template.spec.restartPolicy"
     if not policy or policy == "Always":   # a Job's template is not defaulted to Always
         errs.append(required(path, 'valid values: "OnFailure", "Never"'))
@@ -500,7 +510,7 @@ def prepare_create(kind: str, group: str, version: str, obj: dict[str, Any], loo
         check_decodes(kind, obj)
         if kind == "Job":
             default_job(obj)
-            prepare_job(obj)
+            obj["status"] = {}   # the strategy's PrepareForCreate
         elif isinstance(obj.get("spec"), dict):
             default_scheduling_group(obj["spec"])
     elif (group, version) == NATIVE:

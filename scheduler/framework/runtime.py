@@ -22,7 +22,11 @@ Semantics follow kube-scheduler's frameworkImpl:
 An exception escaping a plugin at any extension point run here becomes
 Status(ERROR) naming the plugin (logged once, with its traceback): the
 cycle fails for that pod with reason SchedulerError and the scheduler goes
-on. Two kinds of plugin method are called from outside this class, and are
+on. A plugin's error, raised or returned as Status(ERROR), reads as
+kube-scheduler 1.36's does (:func:`plugin_error`): ``running PreFilter plugin
+"VolumeBinding": ...``, worded per extension point. PreBind and Bind errors
+are worded by the binding cycle that reports them (scheduler/binding.py).
+Two kinds of plugin method are called from outside this class, and are
 contained where they are called: a QueueSort key (the queue orders the pod
 as PrioritySort would, scheduler/queue.py) and the Gang methods of the group
 cycle (the whole gang is rejected with SchedulerError, scheduler/schedule_one.py).
@@ -88,6 +92,33 @@ OUTSIDE_DOMAIN = "node(s) outside the pod group's topology domain"
 
 # upstream's maxTimeout: no Permit plugin may hold a pod longer
 MAX_PERMIT_TIMEOUT = 15 * 60.0
+
+# How kube-scheduler 1.36's frameworkImpl wraps a plugin's error, per extension point (framework.go:
+# fmt.Errorf(..., pl.Name(), err), the name as Go's %q prints it). PostFilter adds nothing: its
+# error is the plugin's own (AsStatus(s.AsError())).
+_ERROR_WORDING = {
+    "PreFilter": 'running PreFilter plugin "{}": ',
+    "AddPod": 'running AddPod on PreFilter plugin "{}": ',
+    "RemovePod": 'running RemovePod on PreFilter plugin "{}": ',
+    "Filter": 'running "{}" filter plugin: ',
+    "PostFilter": "",
+    "PreScore": 'running PreScore plugin "{}": ',
+    "Score": 'running Score plugins: plugin "{}" failed with: ',
+    "NormalizeScore": 'running Normalize on Score plugins: plugin "{}" failed with: ',
+    "Reserve": 'running Reserve plugin "{}": ',
+    "Permit": 'running Permit plugin "{}": ',
+}
+
+
+def plugin_error(point: str, plugin: str, st: Status) -> Status:
+    """Status(ERROR) for ``plugin`` failing at ``point``, worded as kube-scheduler 1.36 words it.
+
+    ``st`` is what the plugin answered: a Status(ERROR) it returned (its reasons, joined with ", ", are
+    the error, as AsError joins them), a raised exception (:meth:`Status.from_error`), or any other code
+    upstream treats as an error at that point. What follows the wrapper is that message: for an
+    exception, tandem's ``Type: text`` where upstream would print a Go error's text.
+    """
+    return Status(Code.ERROR, _ERROR_WORDING[point].format(plugin) + st.message(), plugin=plugin, error=st.error)
 
 
 @dataclass(slots=True)
@@ -264,12 +295,14 @@ class Framework:
         for p in self.pre_filter_plugins:
             res = self._call(p, "PreFilter", p.pre_filter, state, pod, nodes)
             if isinstance(res, Status):
-                return rows[:0], res, diag
+                return rows[:0], plugin_error("PreFilter", p.NAME, res), diag
             result, st = res
             if st.is_skip():
                 state.skip_filter.add(p.NAME)
                 continue
             if not st.is_success():
+                if not st.is_rejected():
+                    return rows[:0], plugin_error("PreFilter", p.NAME, st), diag
                 st = st.with_plugin(p.NAME)
                 if st.code == Code.UNSCHEDULABLE:
                     # go on: preemption needs every PreFilter's state (upstream, kubernetes#119770);
@@ -277,12 +310,11 @@ class Framework:
                     rejected = st
                     diag.unschedulable_plugins.add(p.NAME)
                     continue
-                if st.is_rejected():
-                    diag.pre_filter_msg = st.message()
-                    if st.code == Code.PENDING:
-                        diag.pending_plugins.add(p.NAME)
-                    else:
-                        diag.unschedulable_plugins.add(p.NAME)
+                diag.pre_filter_msg = st.message()
+                if st.code == Code.PENDING:
+                    diag.pending_plugins.add(p.NAME)
+                else:
+                    diag.unschedulable_plugins.add(p.NAME)
                 return rows[:0], st, diag
             if result is not None and result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
@@ -336,9 +368,9 @@ class Framework:
                 continue
             res = self._call(p, "Filter", p.filter, state, pod, nodes, rows)
             if isinstance(res, Status):
-                return rows[:0], res
+                return rows[:0], plugin_error("Filter", p.NAME, res)
             if res.error is not None:
-                return rows[:0], res.error.with_plugin(p.NAME)
+                return rows[:0], plugin_error("Filter", p.NAME, res.error)
             passed = res.passed
             if passed.all():
                 continue
@@ -369,9 +401,7 @@ class Framework:
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "AddPod", p.add_pod, state, pod, pod_to_add, row)
             if not st.is_success():
-                # upstream: fmt.Errorf("running AddPod on PreFilter plugin %q: %w", ...)
-                return Status(Code.ERROR, f'running AddPod on PreFilter plugin "{p.NAME}": {st.message()}',
-                              plugin=p.NAME, error=st.error)
+                return plugin_error("AddPod", p.NAME, st)
         return SUCCESS
 
     def run_remove_pod(self, state: CycleState, pod: "Pod", pod_to_remove: "Pod", row: int,
@@ -380,9 +410,7 @@ class Framework:
         for p in (self.extended(state) if plugins is None else plugins):
             st = self._call(p, "RemovePod", p.remove_pod, state, pod, pod_to_remove, row)
             if not st.is_success():
-                # upstream: fmt.Errorf("running RemovePod on PreFilter plugin %q: %w", ...)
-                return Status(Code.ERROR, f'running RemovePod on PreFilter plugin "{p.NAME}": {st.message()}',
-                              plugin=p.NAME, error=st.error)
+                return plugin_error("RemovePod", p.NAME, st)
         return SUCCESS
 
     def run_filter_with_nominated(self, state: CycleState, pod: "Pod", rows: np.ndarray,
@@ -444,14 +472,14 @@ class Framework:
         for p in self.post_filter_plugins:
             res = self._call(p, "PostFilter", p.post_filter, state, pod, diag)
             if isinstance(res, Status):
-                return None, res
+                return None, plugin_error("PostFilter", p.NAME, res)
             result, st = res
             if st.is_success():
                 return result, st.with_plugin(p.NAME)
             if st.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 return result, st.with_plugin(p.NAME)
             if not st.is_rejected():
-                return None, Status(Code.ERROR, *st.reasons, plugin=p.NAME, error=st.error)
+                return None, plugin_error("PostFilter", p.NAME, st)
             if result is not None and kept is None:
                 kept = result
             reasons.extend(st.reasons)
@@ -469,17 +497,17 @@ class Framework:
             if st.is_skip():
                 state.skip_score.add(p.NAME)
             elif not st.is_success():
-                return total, st.with_plugin(p.NAME)
+                return total, plugin_error("PreScore", p.NAME, st)
         for p in self.score_plugins:
             if p.NAME in state.skip_score:
                 continue
             scores = self._call(p, "Score", p.score, state, pod, nodes, rows)
             if isinstance(scores, Status):
-                return total, scores
+                return total, plugin_error("Score", p.NAME, scores)
             if p.NAME in self._normalizes:
                 st = self._call(p, "NormalizeScore", p.normalize, state, pod, scores)
                 if isinstance(st, Status) and not st.is_success():
-                    return total, st
+                    return total, plugin_error("NormalizeScore", p.NAME, st)
             total += scores * self.weights[p.NAME]
         return total, SUCCESS
 
@@ -487,7 +515,7 @@ class Framework:
         for p in self.reserve_plugins:
             st = self._call(p, "Reserve", p.reserve, state, pod, node)
             if not st.is_success():
-                return st.with_plugin(p.NAME)
+                return st.with_plugin(p.NAME) if st.is_rejected() else plugin_error("Reserve", p.NAME, st)
         return SUCCESS
 
     def run_unreserve(self, state: CycleState, pod: "Pod", node: str) -> None:
@@ -500,12 +528,14 @@ class Framework:
         for p in self.permit_plugins:
             res = self._call(p, "Permit", p.permit, state, pod, node)
             if isinstance(res, Status):
-                return res
+                return plugin_error("Permit", p.NAME, res)
             st, timeout = res
             if st.is_wait():
                 waits[p.NAME] = min(max(0.0, timeout), MAX_PERMIT_TIMEOUT)
-            elif not st.is_success():
+            elif st.is_rejected():
                 return st.with_plugin(p.NAME)
+            elif not st.is_success():
+                return plugin_error("Permit", p.NAME, st)
         if not waits:
             return SUCCESS
         clock = self.handle.clock

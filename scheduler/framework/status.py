@@ -58,6 +58,14 @@ class Status:
 
     @classmethod
     def from_error(cls, error: BaseException, plugin: str = "") -> "Status":
+        """Status(ERROR) for an exception: the error's own words, ``RuntimeError: boom``.
+
+        This is the part kube-scheduler prints as a Go error's text (``boom``); tandem keeps the
+        exception's type in front of it, since a raised exception is a bug and its type says which
+        (``KeyError: 'zone'`` reads better than ``'zone'``), and an exception with no text is named by its
+        type alone. The wrapper naming the extension point and the plugin comes from the framework
+        (``running PreFilter plugin "X": RuntimeError: boom``, see runtime.plugin_error).
+        """
         return cls(Code.ERROR, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__,
                    plugin=plugin, error=error)
 

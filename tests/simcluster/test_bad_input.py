@@ -252,6 +252,19 @@ async def test_negative_quantity_is_422_naming_the_field(target, resource, value
     assert bad["message"].endswith(": must be greater than or equal to 0"), bad
 
 
+async def test_label_keys_and_values_are_at_most_63_bytes_and_say_bytes(target):
+    key, value = "k" * 64, "v" * 64
+    r = await target.req("POST", pods(target), pod_body("p", labels={key: value}))
+    status = assert_status(r, 422, "Invalid")
+    assert [(c["field"], c["message"]) for c in status["details"]["causes"]] == [
+        ("metadata.labels", f'Invalid value: "{key}": name part must be no more than 63 bytes'),
+        ("metadata.labels", f'Invalid value: "{value}": must be no more than 63 bytes')]
+    r = await target.req("GET", pods(target), params={"labelSelector": f"app={value}"})
+    status = assert_status(r, 400, "BadRequest")
+    assert status["message"] == (f'unable to parse requirement: values[0][app]: Invalid value: "{value}": '
+                                 "must be no more than 63 bytes")
+
+
 RESTART_ALL = {"action": "RestartAllContainers", "exitCodes": {"operator": "In", "values": [42]}}
 
 

@@ -764,6 +764,15 @@ async def test_events_k8s_io_event_reads_back_through_core_v1_with_renamed_field
         assert v1_name not in ev
 
 
+async def test_an_events_k8s_io_write_is_refused_in_the_name_of_the_core_event(target):
+    path = f"/apis/events.k8s.io/v1/namespaces/{target.ns}/events"
+    await create(target, path, events_v1_event(target, "e3"))
+    r = await target.req("PATCH", f"{path}/e3", {"reason": "Other"}, content_type=MERGE)
+    body = assert_status(r, 422, "Invalid")
+    assert body["message"] == 'Event "e3" is invalid: reason: Invalid value: "Other": field is immutable'
+    assert body["details"]["kind"] == "Event" and "group" not in body["details"]
+
+
 # ---------------------------------------------------------------------------- the other kinds
 
 @dataclass(frozen=True)

@@ -529,10 +529,10 @@ META_CASES = [
      "subdomain prefix and '/' (e.g. 'example.com/MyName')"),
     ("a label key name part may not be empty", meta(labels={"example.com/": "x"}), True,
      'metadata.labels: Invalid value: "example.com/": name part must be non-empty'),
-    ("a label key name part is at most 63 characters", meta(labels={"k" * 64: "x"}), True,
-     f'metadata.labels: Invalid value: "{"k" * 64}": name part must be no more than 63 characters'),
-    ("a label value is at most 63 characters", meta(labels={"k": "v" * 64}), True,
-     f'metadata.labels: Invalid value: "{"v" * 64}": must be no more than 63 characters'),
+    ("a label key name part is at most 63 bytes", meta(labels={"k" * 64: "x"}), True,
+     f'metadata.labels: Invalid value: "{"k" * 64}": name part must be no more than 63 bytes'),
+    ("a label value is at most 63 bytes", meta(labels={"k": "v" * 64}), True,
+     f'metadata.labels: Invalid value: "{"v" * 64}": must be no more than 63 bytes'),
     ("an annotation key must be a qualified name", meta(annotations={"bad key": "x"}), True,
      'metadata.annotations: Invalid value: "bad key": name part must consist of alphanumeric characters, '
      "'-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "

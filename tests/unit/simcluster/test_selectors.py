@@ -134,11 +134,11 @@ def test_non_empty_label_selector_is_not_empty() -> None:
                  "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
                  id="a key prefix must be a DNS subdomain"),
     pytest.param("k" * 64, f"unable to parse requirement: <nil>: Invalid value: \"{'k' * 64}\": "
-                           "name part must be no more than 63 characters",
-                 id="a key name over 63 characters is too long"),
+                           "name part must be no more than 63 bytes",
+                 id="a key name over 63 bytes is too long"),
     pytest.param("a=" + "z" * 64, f"unable to parse requirement: values[0][a]: Invalid value: \"{'z' * 64}\": "
-                                  "must be no more than 63 characters",
-                 id="a value over 63 characters is too long"),
+                                  "must be no more than 63 bytes",
+                 id="a value over 63 bytes is too long"),
     pytest.param("x=a||y=b", f"unable to parse requirement: values[0][x]: Invalid value: \"a||y\": {_VALUE_RULE}",
                  id="a value with bars is invalid"),
 ])
