@@ -174,7 +174,7 @@ class Binding:
                 msg = (st.message() if st.is_rejected() or not done or gang_failed
                        # RunPreBindPlugins' wrapping, %q and all
                        else f'running PreBind plugin "{st.plugin}": {st.message()}' if pre_bind_failed
-                       else f"running Bind plugin {st.plugin!r}: {st.message()}")
+                       else f'running Bind plugin "{st.plugin}": {st.message()}')
                 self._fail(fw, qi, st, reason=reason, message=msg, done=done)
                 return
             bound = True

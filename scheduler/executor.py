@@ -38,8 +38,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler.apiclient import Conflict, NotFound
 from scheduler.framework.clock import Clock
+from scheduler.framework.podgroupconditions import CONFLICT_RETRIES, conditions_patch, find_condition, new_condition
 from scheduler.model import DISRUPTION_POD_GROUP, PREEMPTION_BY_SCHEDULER, Pod, marked_preempted, pod_group_path
 from scheduler.podgroups import rfc3339
+
+CONFLICT_BACKOFF_SECONDS = 0.2   # the first wait for the informer's newer copy after a 409 (doubled each time)
 
 if TYPE_CHECKING:
     from scheduler.state.cache import Cache
@@ -177,9 +180,9 @@ class Preemption:
         self._event(fw, pod, victim, node)
 
     async def _mark_gangs(self, victims: list[tuple[Pod, Pod, str]]) -> None:
-        """DisruptionTarget=True on the PodGroups evicted whole. Its other conditions are kept as the informer
-        has them (a merge patch replaces the list); the status controller writes its own on the resourceVersion
-        it read, so a write of ours in between makes it read again rather than drop this one."""
+        """DisruptionTarget=True on the PodGroups evicted whole, by the rule of a PodGroup's conditions
+        (scheduler/framework/podgroupconditions.py): the other conditions as the informer has them, on that
+        version; a 409 (another writer in between) reads the informer's newer copy and writes again."""
         done: set[str] = set()
         for v, pod, _ in victims:
             key = v.gang
@@ -187,19 +190,30 @@ class Preemption:
             if pg is None or pg.disruption_mode != DISRUPTION_POD_GROUP:
                 continue
             done.add(key)
-            conds = [c for c in pg.status.get("conditions") or () if isinstance(c, dict)]
-            if any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in conds):
-                continue
-            cond = {"type": "DisruptionTarget", "status": "True", "reason": PREEMPTION_BY_SCHEDULER,
-                    "message": f"{pod.scheduler_name}: preempting to accommodate a higher priority pod",
-                    "lastTransitionTime": rfc3339(self.clock.wall())}
-            others = [c for c in conds if c.get("type") != "DisruptionTarget"]
-            try:
-                await self.client.patch(f"{pod_group_path(key)}/status", {"status": {"conditions": others + [cond]}})
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reporting only: the eviction itself is done
-                log.warning("PodGroup %s: cannot write its DisruptionTarget condition: %s", key, exc)
+            message = f"{pod.scheduler_name}: preempting to accommodate a higher priority pod"
+            for attempt in range(CONFLICT_RETRIES + 1):
+                pg = self.cache.gangs.group(key)
+                if pg is None:
+                    break   # deleted meanwhile
+                old = find_condition(pg.status, "DisruptionTarget")
+                if old is not None and old.get("status") == "True":
+                    break
+                cond = new_condition(pg, "DisruptionTarget", "True", PREEMPTION_BY_SCHEDULER, message, old,
+                                     self.clock.wall())
+                try:
+                    await self.client.patch(f"{pod_group_path(key)}/status", conditions_patch(pg, "DisruptionTarget",
+                                                                                              cond))
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Conflict:
+                    # the informer brings the newer version in a moment: the next try is made on it
+                    await self.clock.sleep(CONFLICT_BACKOFF_SECONDS * 2 ** attempt)
+                except Exception as exc:  # noqa: BLE001 - reporting only: the eviction itself is done
+                    log.warning("PodGroup %s: cannot write its DisruptionTarget condition: %s", key, exc)
+                    break
+            else:
+                log.warning("PodGroup %s: its DisruptionTarget condition kept meeting newer versions; not written", key)
 
     def _event(self, fw: "Framework | None", pod: Pod, victim: Pod, node: str) -> None:
         events = fw.handle.events if fw is not None else None

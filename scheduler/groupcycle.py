@@ -195,13 +195,7 @@ class GroupCycle(ScheduleOne):
         assert gang is not None
         members.sort(key=_largest_first)
         t = self._try_all(fw, key, members)
-        if t.error is not None:
-            self._member_error(fw, key, members, t.error)
-            return
-        if t.whole:
-            self._commit_together(fw, key, t.placed)
-            for a in t.failed:
-                self._report(fw, a)   # a member beyond the quorum: on its own, as any pod
+        if self._ended(fw, key, members, t, post_filter=True):   # a member beyond the quorum: as any pod
             return
         self._take_back(fw, t.placed)
         first, *rest = t.failed
@@ -243,6 +237,19 @@ class GroupCycle(ScheduleOne):
                     t.failed.append(a)
         t.whole = not t.failed or gang.can_be_whole(key, {a.qi.uid for a in t.failed})
         return t
+
+    def _ended(self, fw: Framework, key: str, members: list[QueuedPodInfo], t: _Try, post_filter: bool) -> bool:
+        """Did try ``t`` end the gang's attempt? A member's error rejects the gang; a gang that can be whole is
+        committed, its members that found no node reported on their own (PostFilter as ``post_filter`` says)."""
+        if t.error is not None:
+            self._member_error(fw, key, members, t.error)
+            return True
+        if not t.whole:
+            return False
+        self._commit_together(fw, key, t.placed)
+        for a in t.failed:
+            self._report(fw, a, post_filter=post_filter)
+        return True
 
     def _commit_together(self, fw: Framework, key: str, placed: list[Attempt]) -> None:
         """Permit and binding tasks for members placed in one group cycle: they bind together, as one round."""
@@ -316,13 +323,7 @@ class GroupCycle(ScheduleOne):
         for domain in ranking.candidates[:MAX_DOMAIN_TRIES]:
             fw.placement = ranking.mask(nodes, domain)
             t = self._try_domain(fw, key, tries, unplaceable)
-            if t.error is not None:
-                self._member_error(fw, key, members, t.error)
-                return
-            if t.whole:
-                self._commit_together(fw, key, t.placed)
-                for a in t.failed:
-                    self._report(fw, a, post_filter=False)
+            if self._ended(fw, key, members, t, post_filter=False):
                 self._report_misfits(fw, misfits)
                 return
             took = max(took, len(t.placed))

@@ -285,8 +285,8 @@ class ScheduleOne:
         if post_filter and st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
             result, pst = fw.run_post_filter(a.state, qi.pod, diag)
             if pst.code == Code.ERROR:
-                self._fail(fw, qi, pst, reason="SchedulerError", message=pst.message())
-                return pst
+                # upstream logs it and reports the pod Unschedulable, the error after the nodes' reasons
+                log.error("PostFilter of %s failed: %s", qi.pod.key, pst.message())
             if pst.reasons and not pst.is_success():
                 diag.post_filter_msg = pst.message()
             if result is not None:

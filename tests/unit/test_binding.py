@@ -110,7 +110,7 @@ async def test_a_bind_that_fails_past_permit_puts_the_pod_in_backoff_and_reports
     assert s.queue.backoff_expiry(qi) == pytest.approx(qi.last_failure + 1), "the first retry waits 1 s"
     assert s.cache.where("uid-p") is None, "its room was given back"
     assert events.recorded == [("p", "FailedScheduling",
-                                "running Bind plugin 'DefaultBinder': RuntimeError: connection reset")]
+                                'running Bind plugin "DefaultBinder": RuntimeError: connection reset')]
     await until(lambda: api.conditions, "the PodScheduled condition")
     assert api.conditions == [("p", "SchedulerError")]
     assert s.scheduled == 0

@@ -390,3 +390,40 @@ def test_the_fallback_order_is_priority_sorts() -> None:
 
     infos = [qi("late-low", 0, 2.0), qi("high", 10, 5.0), qi("early-low", 0, 1.0)]
     assert [i.pod.name for i in sorted(infos, key=fallback_sort_key)] == ["high", "early-low", "late-low"]
+
+
+# ---------------------------------------------------------------------------- a PostFilter plugin raises
+
+
+@register
+class TestPostFilterFault:
+    __test__ = False   # a plugin, not a test class
+    NAME = "TestPostFilterFault"
+    EXTENSION_POINTS = frozenset({"PostFilter"})
+    Args = None
+
+    def __init__(self, args: None, handle: Any) -> None:
+        pass
+
+    def post_filter(self, state: CycleState, pod: Pod, diagnosis: Any) -> Any:
+        raise InjectedFault("injected at PostFilter")
+
+
+async def test_a_postfilter_that_raises_leaves_the_pod_unschedulable_with_the_error_after_the_reasons() -> None:
+    """As upstream's schedulingAlgorithm: the PostFilter error is logged and added to the FitError, and the pod is
+    Unschedulable (it waits for a cluster event), not a SchedulerError sent to backoff."""
+    from tests.support.inprocess import InProcess
+    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                        "profiles": [{"schedulerName": SCHED, "plugins": {"multiPoint": {
+                            "enabled": [{"name": "TestPostFilterFault"}]}}}]}, "<test>")
+    env = InProcess(cfg)
+    env.node("n0", cpu="1")
+    env.pod("big", cpu="2")
+    env.start()
+    await env.settle()
+    c = env.condition("big")
+    assert c["reason"] == "Unschedulable", c
+    # upstream prints the PostFilter plugin's error as it is, no wrapper (tandem names the exception's type)
+    assert c["message"] == "0/1 nodes are available: 1 Insufficient cpu. InjectedFault: injected at PostFilter", c
+    assert env.where("big") == "unschedulable"
+    await env.stop()

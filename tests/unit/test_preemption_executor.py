@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from scheduler.apiclient import APIError, NotFound
+from scheduler.apiclient import APIError, Conflict, NotFound
 from scheduler.framework.clock import FakeClock
-from scheduler.model import Pod, parse_pod
+from scheduler.model import Pod, parse_pod, parse_pod_group
 from scheduler.executor import EVICTING, Preemption
 from scheduler.state.cache import Cache
 
@@ -110,3 +110,57 @@ async def test_lower_priority_nominations_on_the_node_are_taken_away() -> None:
     await asyncio.gather(*env.tasks)
     assert env.cache.nominations.get("low") == "" and ("low", "") in env.written
     assert env.cache.nominations.get("same") == "node1"
+
+
+# ---------------------------------------------------------------------------- DisruptionTarget on a PodGroup
+
+
+class StatusClient:
+    """PodGroup status patches refused with 409 while the object is not at the version they name."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+        self.patches: list[dict[str, Any]] = []
+        self.versions: list[str] = []   # the informer's version after each refusal, as it would bring it
+
+    async def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.patches.append(body)
+        if self.versions:
+            # someone wrote in between: the API refuses, and the informer brings that newer copy
+            rv = self.versions.pop(0)
+            pg = self.cache.gangs.group("ns/batch")
+            assert pg is not None
+            status = {"conditions": [{"type": "PodsReady", "status": "False", "reason": "WaitForStart"}]}
+            self.cache.gangs.set_group(parse_pod_group({**pg.raw, "metadata": {**pg.raw["metadata"],
+                                                                               "resourceVersion": rv},
+                                                        "status": status}))
+            raise Conflict(409, "Conflict", "the object has been modified")
+        return {}
+
+
+async def test_a_pod_group_preempted_whole_is_marked_on_its_version_and_keeps_the_others_conditions() -> None:
+    cache = Cache()
+    cache.gangs.set_group(parse_pod_group({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+        "metadata": {"name": "batch", "namespace": "ns", "resourceVersion": "7",
+                     "annotations": {"scheduling.tandem.dev/disruption-mode": "PodGroup"}},
+        "spec": {"minMember": 2},
+        "status": {"conditions": [{"type": "PodGroupScheduled", "status": "True", "reason": "Scheduled"}]}}))
+    client = StatusClient(cache)
+    client.versions = ["8"]   # GangReadiness writes PodsReady between the executor's read and its write
+    clock = FakeClock()
+    ex = Preemption(cache, client, None, clock, spawn=lambda fut, name: None, activate=lambda uids: None,
+                    write_nomination=lambda p, node: None)
+    victim = parse_pod({"metadata": {"name": "v", "namespace": "ns", "uid": "v",
+                                     "labels": {"scheduling.x-k8s.io/pod-group": "batch"}},
+                        "spec": {"nodeName": "n0", "containers": [{"name": "c"}]}})
+    task = asyncio.ensure_future(ex._mark_gangs([(victim, pod("p", 10), "n0")]))
+    await settle()
+    clock.advance(1)
+    await task
+    first, second = client.patches
+    assert first["metadata"] == {"resourceVersion": "7"}
+    assert [c["type"] for c in first["status"]["conditions"]] == ["PodGroupScheduled", "DisruptionTarget"]
+    assert second["metadata"] == {"resourceVersion": "8"}, "made again on the newer version"
+    assert [c["type"] for c in second["status"]["conditions"]] == ["PodsReady", "DisruptionTarget"], \
+        "the condition another writer added in between is kept"
