@@ -1,6 +1,7 @@
 """The two writers of a native PodGroup's ``status.conditions``, end to end on the simulated cluster.
 
-tandem runs (App, ``config/gang-native.yaml`` plus GangReadiness for every gang): a native gang is bound,
+tandem runs (App, its built-in default profile, which schedules native gangs, plus GangReadiness for every
+gang): a native gang is bound,
 the PodGroup status controller writes PodGroupScheduled and GangReadiness PodsReady into the same list, each
 by the rule of scheduler/framework/podgroupconditions.py. A writer that ignores the rule (a merge patch of
 the list without a resourceVersion) erases PodGroupScheduled, and the controller writes it again; then the
@@ -14,28 +15,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from bench.simcluster import SimCluster
 from scheduler.apiclient import from_kubeconfig
 from scheduler.app import App
 from scheduler.config import SchedulerConfig, parse_config
 from scheduler.framework.clock import Clock
-from tests.integration.test_gangs_native import GROUPS_PATH, NATIVE_CONFIG, native_member
+from tests.integration.test_gangs_native import native_member
 from tests.integration.test_scheduler import NS, eventually, make_node
 
 PODS = f"/api/v1/namespaces/{NS}/pods"
+GROUPS_PATH = f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{NS}/podgroups"
 
 
 def config() -> SchedulerConfig:
-    """config/gang-native.yaml sized for a test, with GangReadiness for every gang."""
-    doc = yaml.safe_load(NATIVE_CONFIG.read_text())
-    doc.update({"podInitialBackoffSeconds": 0.1, "podMaxBackoffSeconds": 1,
-                "clientConnection": {"qps": 2000, "burst": 4000}})
-    profile = doc["profiles"][0]
-    profile["plugins"]["multiPoint"]["enabled"].append({"name": "GangReadiness"})
-    profile["pluginConfig"] = [{"name": "GangReadiness", "args": {"allGangs": True, "timeoutSeconds": 300}}]
-    return parse_config(doc, str(NATIVE_CONFIG))
+    """The built-in default profile sized for a test, with GangReadiness for every gang."""
+    return parse_config({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "podInitialBackoffSeconds": 0.1, "podMaxBackoffSeconds": 1, "leaderElection": {"leaderElect": False},
+        "clientConnection": {"qps": 2000, "burst": 4000},
+        "profiles": [{"schedulerName": "tandem-scheduler",
+                      "plugins": {"multiPoint": {"enabled": [{"name": "GangReadiness"}]}},
+                      "pluginConfig": [{"name": "GangReadiness",
+                                        "args": {"allGangs": True, "timeoutSeconds": 300}}]}]}, "<test>")
 
 
 async def test_the_two_writers_of_a_native_groups_conditions_keep_each_others(tmp_path: Path) -> None:
