@@ -93,8 +93,14 @@ class GangBind:
         self._settle()
 
     async def arrive(self, uid: str) -> str:
-        """``uid``'s PreBind succeeded: wait for the rest; "" when all succeeded, else why the gang does not bind."""
+        """``uid``'s PreBind succeeded: wait for the rest; "" when all succeeded, else why the gang does not bind.
+
+        A member arrives only once Permit let the round's members go, and the cycle that did so has ended:
+        no member joins after that, so the round is closed here if that cycle could not close it.
+        """
         self.pending.discard(uid)
+        if not self.held:
+            self.closed = True
         self._settle()
         if self.closed and (not self.pending or self.failure):
             return self.failure

@@ -250,8 +250,10 @@ class ScheduleOne:
                 wp = fw.get_waiting_pod(pod.uid)
                 if wp is not None:
                     wp.on_reject = functools.partial(self._release, fw, state, qi, node)
-            if pod.gang and fw.gang is not None and fw.gang.gang_key(pod):
-                self._bind_together(fw, pod, wait)   # a gang's members bind together once past Permit
+            if pod.gang and fw.gang is not None:
+                # a gang's members bind together once past Permit (a pod its gang plugin schedules alone passes
+                # Permit at once, and binds alone: a round of one)
+                self._bind_together(fw, pod, wait)
             self._record_cycle(a.t0, "scheduled", fw)
             self._spawn(self._binding_cycle(fw, state, qi, node), f"binding {pod.key}")
             return None
@@ -282,21 +284,24 @@ class ScheduleOne:
         diag = a.diag
         assert diag is not None and a.state is not None
         nominate = None
+        errored = False
         if post_filter and st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
             result, pst = fw.run_post_filter(a.state, qi.pod, diag)
             if pst.code == Code.ERROR:
                 # upstream logs it and reports the pod Unschedulable, the error after the nodes' reasons
                 log.error("PostFilter of %s failed: %s", qi.pod.key, pst.message())
+                errored = True
             if pst.reasons and not pst.is_success():
                 diag.post_filter_msg = pst.message()
             if result is not None:
                 nominate = result.nominated_node   # "" clears the pod's nomination
-        qi.unschedulable_plugins = diag.unschedulable_plugins
+        qi.unschedulable_plugins = set(diag.unschedulable_plugins)   # a gang's alike members may share one diag
         code = st.code if st.is_rejected() else Code.UNSCHEDULABLE
         st = Status(code, diag.message())
         self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
         self._record_cycle(a.t0, "unschedulable", fw)
-        return st
+        # a PostFilter error is no verdict on a gang: its group cycle rejects the gang whole (groupcycle.py)
+        return Status(Code.ERROR, diag.message()) if errored else st
 
     def _take_back(self, fw: Framework, attempts: list[Attempt]) -> None:
         """Undo :meth:`_place` for pods that hold a node (a topology gang's domain that did not fit it):

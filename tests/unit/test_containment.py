@@ -427,3 +427,26 @@ async def test_a_postfilter_that_raises_leaves_the_pod_unschedulable_with_the_er
     assert c["message"] == "0/1 nodes are available: 1 Insufficient cpu. InjectedFault: injected at PostFilter", c
     assert env.where("big") == "unschedulable"
     await env.stop()
+
+
+async def test_a_postfilter_that_raises_in_a_group_cycle_rejects_the_gang_whole() -> None:
+    """The member says what upstream says of a PostFilter error (Unschedulable, the error after the reasons); the
+    error is no verdict on its gang, which is rejected whole: no sibling is left waiting at Permit."""
+    from tests.support.inprocess import InProcess
+    doc = yaml.safe_load(GANG_CONFIG.read_text())
+    doc["profiles"][0]["plugins"]["multiPoint"]["enabled"].insert(0, {"name": "TestPostFilterFault"})
+    env = InProcess(parse_config(doc, str(GANG_CONFIG)))
+    env.node("n0", cpu="1")
+    env.s.on_pod_group_add({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": "g", "namespace": "default", "uid": "pg-g", "resourceVersion": "1"},
+                            "spec": {"minMember": 2}})
+    env.pod("small", labels={"scheduling.x-k8s.io/pod-group": "g"}, cpu="500m")
+    env.pod("big", labels={"scheduling.x-k8s.io/pod-group": "g"}, cpu="2")
+    env.start()
+    await env.settle()
+    assert env.condition("big")["message"] == ("0/1 nodes are available: 1 Insufficient cpu. "
+                                               "InjectedFault: injected at PostFilter")
+    assert env.condition("small")["reason"] == "SchedulerError"
+    assert not env.api.binds and not env.s.cache.pods and not env.s.frameworks[SCHED].waiting
+    assert env.where("small") == "backoff"
+    await env.stop()
