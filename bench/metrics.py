@@ -32,6 +32,7 @@ is the scrape of a scheduler's /metrics and reading /proc through psutil.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import logging
 import math
@@ -513,6 +514,23 @@ class ProcessSampler:
             return None
         return max(s[2] for s in self.samples) - self._cpu0
 
+    def cpu_at(self, t: float) -> float | None:
+        """The CPU seconds used by wall time ``t`` (time.time()), linear between the two samples around it;
+        None outside the samples."""
+        samples = self.samples
+        if not samples or t < samples[0][0] or t > samples[-1][0]:
+            return None
+        i = bisect.bisect_left([s[0] for s in samples], t)
+        if samples[i][0] == t or i == 0:
+            return samples[i][2]
+        (t0, _, c0), (t1, _, c1) = samples[i - 1], samples[i]
+        return c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+
+    def cpu_between(self, start: float, end: float) -> float | None:
+        """CPU seconds used from wall time ``start`` to ``end`` (interpolated), or None if not both sampled."""
+        a, b = self.cpu_at(start), self.cpu_at(end)
+        return None if a is None or b is None else max(0.0, b - a)
+
     def start(self) -> None:
         self.sample()
         self._task = asyncio.create_task(self._run(), name=f"process-sampler:{self.pid}")
@@ -550,6 +568,9 @@ class RunMetrics:
     window_seconds: float = 0.0                     # time spent collecting
     rss_peak: int | None = None                     # bytes
     cpu_seconds: float | None = None
+    # the scheduler's CPU seconds while collecting (first window start to last bind): per measured pod, the figure
+    # that carries to a bigger control plane
+    cpu_window_seconds: float | None = None
     overall: float | None = None                    # bound / (last bind - first collecting start); unsampled
     gangs: list[float] = field(default_factory=list)  # per complete gang: last member created -> last bound, s
     requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
@@ -625,6 +646,8 @@ def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mappi
     if sampler is not None:
         m.rss_peak = sampler.rss_peak or None
         m.cpu_seconds = sampler.cpu_seconds
+        if windows and last_bound is not None and last_bound > windows[0][0]:
+            m.cpu_window_seconds = sampler.cpu_between(windows[0][0], last_bound)
     return m
 
 

@@ -105,6 +105,7 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "gangs_complete": len(m.gangs),
         "rss_peak_bytes": m.rss_peak,
         "cpu_seconds": m.cpu_seconds,
+        "cpu_window_seconds": m.cpu_window_seconds,
         "api_requests": dict(m.requests),
         "events_dropped": m.events_dropped,
     }
@@ -221,7 +222,11 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
                      f"  p99 {_ms(g['Perc99'])}  max {_ms(max(m.gangs))}")
     if m.rss_peak is not None or m.cpu_seconds is not None:
         rss = "-" if m.rss_peak is None else f"{m.rss_peak / MiB:.1f} MiB"
-        lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s")
+        window = ""
+        if m.cpu_window_seconds is not None and m.bound:
+            window = (f"; while collecting {_num(m.cpu_window_seconds)} s, "
+                      f"{m.cpu_window_seconds / m.bound * 1000:.2f} ms a measured pod")
+        lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s (whole run{window})")
     else:
         lines.append("  scheduler    RSS/CPU - (not a local process started by tandem-bench)")
     if m.requests:

@@ -311,6 +311,19 @@ async def test_process_sampler_sees_rss_and_cpu_of_a_busy_child():
         proc.wait()
 
 
+@pytest.mark.parametrize("start, end, want", [
+    pytest.param(10.0, 12.0, 3.0, id="two samples apart: the difference"),
+    pytest.param(10.5, 11.5, 1.5, id="between samples: interpolated on both sides"),
+    pytest.param(9.0, 12.0, None, id="a window that began before the first sample: unknown"),
+    pytest.param(11.0, 13.0, None, id="a window that ended after the last sample: unknown"),
+])
+def test_process_sampler_tells_the_cpu_spent_in_a_window(start, end, want):
+    sampler = ProcessSampler.__new__(ProcessSampler)
+    sampler.samples = [(10.0, 1, 5.0), (11.0, 1, 6.0), (12.0, 1, 8.0)]   # (wall time, rss, cpu so far)
+    got = sampler.cpu_between(start, end)
+    assert got == (pytest.approx(want) if want is not None else None)
+
+
 async def test_process_sampler_stops_quietly_when_the_process_exits():
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     sampler = ProcessSampler(proc.pid, interval=0.05)
