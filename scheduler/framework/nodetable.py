@@ -58,6 +58,7 @@ class NodeTable:
         self._labels: dict[str, np.ndarray] = {}
         self._label_values: dict[str, dict[str, int]] = {}
         self._label_names: dict[str, list[str]] = {}
+        self._label_order: dict[str, np.ndarray] = {}   # key -> value ids' ranks by name (label_order)
         self.taint_list: list[Taint] = []
         self.taint_ids: dict[Taint, int] = {}
         self.taints = np.zeros((capacity, 0), dtype=bool)
@@ -134,6 +135,19 @@ class NodeTable:
     def label_values(self, key: str) -> list[str]:
         """Value by id for ``key`` (index 0 is the absent marker "")."""
         return self._label_names.get(key, [""])
+
+    def label_order(self, key: str) -> np.ndarray:
+        """int64[len(label_values(key))]: each value id's place in name order (the absent marker first).
+
+        A memo: computed when first asked and again once the key has a new value (value ids only grow);
+        eagerly it would cost a sort at every new value, and hostnames are one a node."""
+        names = self.label_values(key)
+        got = self._label_order.get(key)
+        if got is None or len(got) != len(names):
+            got = np.empty(len(names), dtype=np.int64)
+            got[np.argsort(np.array(names, dtype=object), kind="stable")] = np.arange(len(names))
+            self._label_order[key] = got
+        return got
 
     def image_size(self, image: str) -> np.ndarray | None:
         return self._images.get(image)

@@ -54,16 +54,20 @@ class DomainRanking:
 
 
 def copies_per_node(nodes: NodeTable, rows: np.ndarray, requests: dict[str, int]) -> np.ndarray:
-    """int64[len(rows)]: how many pods with ``requests`` each node in ``rows`` still holds (pods included)."""
-    free = nodes.alloc[rows] - nodes.requested[rows]                      # int64[k, R]
-    out = np.maximum(free[:, R_PODS], 0)
+    """int64[len(rows)]: how many pods with ``requests`` each node in ``rows`` still holds (pods included).
+
+    Only the columns the pod asks for are read (one gather each), not the whole k x R block."""
+    alloc, requested = nodes.alloc, nodes.requested
+    # a column's take is a third of the cost of indexing the 2-D block by (rows, col)
+    out = np.maximum(alloc[:, R_PODS].take(rows) - requested[:, R_PODS].take(rows), 0)
     for name, v in requests.items():
         if v <= 0:
             continue
         col = nodes.resource_index.get(name)
         if col is None:
             return np.zeros(len(rows), dtype=np.int64)   # no node has it: none holds the pod
-        out = np.minimum(out, np.maximum(free[:, col], 0) // v)
+        free = alloc[:, col].take(rows) - requested[:, col].take(rows)
+        np.minimum(out, np.maximum(free, 0) // v, out=out)
     return out
 
 
@@ -82,13 +86,18 @@ def rank_domains(nodes: NodeTable, key: str, groups: list[tuple[np.ndarray, np.n
     size = len(values)
     if ids is None or size <= 1:
         return DomainRanking(key, (), 0, 0, need)
-    present = np.bincount(ids[nodes.rows()], minlength=size)
+    valid = nodes.rows()
+    at = ids.take(valid)
+    present = np.bincount(at, minlength=size)
     present[0] = 0                                                       # nodes without the key: no domain
     domains = int(np.count_nonzero(present))
     take = np.zeros(size, dtype=np.int64)
     room = np.zeros(size, dtype=np.int64)
     for rows, copies, count in groups:
-        per = np.bincount(ids[rows], weights=copies, minlength=size).astype(np.int64)
+        # a group feasible everywhere (the common case) reuses the gather of the valid rows' domains (its rows
+        # are a sorted subset of the valid rows: as many means the same)
+        where = at if len(rows) == len(valid) else ids.take(rows)
+        per = np.bincount(where, weights=copies, minlength=size).astype(np.int64)
         per[0] = 0
         take += np.minimum(per, count)
         room += per
@@ -107,9 +116,8 @@ def rank_domains(nodes: NodeTable, key: str, groups: list[tuple[np.ndarray, np.n
     if not len(cand):
         return DomainRanking(key, (), domains, most, need)
     # best first: the largest bound, then the least room to spare, then the name (lexsort's last key leads)
-    names = np.array([values[i] for i in cand.tolist()], dtype=object)
-    order = np.lexsort((names, (room - take)[cand], -take[cand]))
-    return DomainRanking(key, tuple(names[order].tolist()), domains, most, need)
+    order = np.lexsort((nodes.label_order(key)[cand], (room - take)[cand], -take[cand]))
+    return DomainRanking(key, tuple(values[i] for i in cand[order].tolist()), domains, most, need)
 
 
 def topology_message(ranking: DomainRanking, most: int) -> str:
