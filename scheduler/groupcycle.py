@@ -316,11 +316,11 @@ class GroupCycle(ScheduleOne):
         gangs = self.cache.gangs
         placed = gangs.placed_members(key)
         ranking = rank_domains(nodes, pg.topology_key, groups, pg.quorum - len(placed),
-                               self._required_domain(pg.topology_key, placed), gangs.failed_domains(key).keys())
+                               self._required_domain(pg.topology_key, placed), gangs.failed_domains(key).keys(),
+                               limit=MAX_DOMAIN_TRIES)
         failed = gangs.failed_domains(key)
         took, rejectors = 0, set().union(*failed.values())
-        left = len(ranking.candidates) > MAX_DOMAIN_TRIES
-        for domain in ranking.candidates[:MAX_DOMAIN_TRIES]:
+        for domain in ranking.candidates:
             fw.placement = ranking.mask(nodes, domain)
             t = self._try_domain(fw, key, tries, unplaceable)
             if self._ended(fw, key, members, t, post_filter=False):
@@ -335,7 +335,7 @@ class GroupCycle(ScheduleOne):
         gang.give_up(key, msg)
         self._report_misfits(fw, misfits)
         # the plugins that turned members away in the domains tried register the events that may change them
-        self._fail_rest(fw, tries, msg, {gang.NAME} | rejectors, retry=left)
+        self._fail_rest(fw, tries, msg, {gang.NAME} | rejectors, retry=ranking.more > 0)
 
     def _survey(self, fw: Framework, members: list[QueuedPodInfo]
                 ) -> tuple[list[tuple[np.ndarray, np.ndarray, int]], list[Attempt], Attempt | None]:

@@ -39,10 +39,11 @@ class DomainRanking:
     """What :func:`rank_domains` found for one gang."""
 
     key: str                      # the topology label key
-    candidates: tuple[str, ...]   # the domains to try, best first
+    candidates: tuple[str, ...]   # the domains to try, best first (the first ``limit`` of them)
     domains: int                  # domains of the key among the nodes (upstream's placement count)
     most: int                     # the largest bound among the domains not tried (0 when all are candidates)
     need: int                     # the members the gang still needs placed
+    more: int = 0                 # candidates past ``limit``, not named (a key with a domain a node: hostnames)
 
     def mask(self, nodes: NodeTable, domain: str) -> np.ndarray:
         """bool[nodes.n]: the rows of ``domain``."""
@@ -72,14 +73,16 @@ def copies_per_node(nodes: NodeTable, rows: np.ndarray, requests: dict[str, int]
 
 
 def rank_domains(nodes: NodeTable, key: str, groups: list[tuple[np.ndarray, np.ndarray, int]], need: int,
-                 required: str | None = None, failed: Collection[str] = ()) -> DomainRanking:
+                 required: str | None = None, failed: Collection[str] = (), limit: int | None = None) -> DomainRanking:
     """The domains of label ``key`` the gang may go into, best first (see the module docstring).
 
     ``groups``: per group of members that schedule alike, (feasible rows int64[k], copies per row
     int64[k], members in the group); ``need``: members the gang must still place (0 or less: its quorum
     is placed already); ``required``: the domain members already on a node fix ("" when they span none
     of the key's domains, or two), which is then the only candidate, whatever its bound; ``failed``:
-    domains that failed for this gang since the last cluster event that could change them (skipped).
+    domains that failed for this gang since the last cluster event that could change them (skipped);
+    ``limit``: name at most this many candidates (the rest are counted in ``more``), so a key with a domain
+    per node costs no Python loop over the nodes.
     """
     ids = nodes.label(key)
     values = nodes.label_values(key)
@@ -117,7 +120,8 @@ def rank_domains(nodes: NodeTable, key: str, groups: list[tuple[np.ndarray, np.n
         return DomainRanking(key, (), domains, most, need)
     # best first: the largest bound, then the least room to spare, then the name (lexsort's last key leads)
     order = np.lexsort((nodes.label_order(key)[cand], (room - take)[cand], -take[cand]))
-    return DomainRanking(key, tuple(values[i] for i in cand[order].tolist()), domains, most, need)
+    best = cand[order] if limit is None else cand[order[:limit]]
+    return DomainRanking(key, tuple(values[i] for i in best.tolist()), domains, most, need, len(cand) - len(best))
 
 
 def topology_message(ranking: DomainRanking, most: int) -> str:

@@ -105,3 +105,11 @@ def test_a_pod_is_a_pod_for_copies() -> None:
     cache = cluster(("a", "z1", "4"))
     cache.add_pod(Pod(uid="x", namespace="ns", name="x", node_name="a", requests={"cpu": 3000}))
     assert copies_per_node(cache.nodes, all_rows(cache), {"cpu": 1000}).tolist() == [1], "what bound pods hold counts"
+
+
+def test_a_limit_names_the_best_candidates_and_counts_the_rest() -> None:
+    cache = cluster(*[(f"n{i}", f"z{i}", str(i + 1)) for i in range(5)])
+    rows = all_rows(cache)
+    ranking = rank_domains(cache.nodes, ZONE, [(rows, copies_per_node(cache.nodes, rows, {"cpu": 1000}), 1)], 1,
+                           limit=2)
+    assert ranking.candidates == ("z0", "z1") and ranking.more == 3, "equal bounds: the tightest first"
