@@ -107,7 +107,12 @@ UPSTREAM_GANG_PLUGINS: tuple[tuple[str, int | None], ...] = (
     ("TopologyPlacementGenerator", None),
     ("PodGroupPodsCount", 1),
 )
-DEFAULT_PLUGINS = UPSTREAM_DEFAULT_PLUGINS + UPSTREAM_GANG_PLUGINS
+# tandem's own default plugins, appended after upstream's: CapacityReservation holds capacity for the head of
+# each profile's line (plugins/capacity_reservation.py); a profile disables it by name
+TANDEM_DEFAULT_PLUGINS: tuple[tuple[str, int | None], ...] = (
+    ("CapacityReservation", None),
+)
+DEFAULT_PLUGINS = UPSTREAM_DEFAULT_PLUGINS + UPSTREAM_GANG_PLUGINS + TANDEM_DEFAULT_PLUGINS
 
 # the gang plugins: a profile runs at most one, and one that enables Coscheduling gets it in place of the
 # default set's GangScheduling (the same mechanism with scheduler-plugins' queue sort)

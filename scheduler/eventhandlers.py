@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from scheduler.framework.interface import ActionType, ClusterEvent, Resource
 from scheduler.framework.runtime import Framework
@@ -51,6 +51,12 @@ class EventHandlers:
     _sort_failures: dict[str, str]
     reports: PreEnqueueReports
 
+    if TYPE_CHECKING:
+        # held capacity's ends (holding.py, a mixin of the Scheduler); declared for the reader and the type checker
+        def _held_pod_changed(self, old: Pod | None, pod: Pod | None) -> None: ...
+
+        def _held_node_gone(self, name: str) -> None: ...
+
     # ------------------------------------------------------------------ informer handlers (pods)
 
     def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
@@ -78,10 +84,13 @@ class EventHandlers:
             if nominations:
                 nominations.clear(pod.uid)
         elif pod.nominated_node_name:
-            if nominations.get(pod.uid) in ("", pod.nominated_node_name):
-                nominations.set(pod, pod.nominated_node_name)   # (one of ours being written is kept)
+            # (one of ours being written is kept; a held unit's member is nominated by its hold, not charged twice)
+            if nominations.get(pod.uid) in ("", pod.nominated_node_name) and pod.uid not in nominations.held.member_of:
+                nominations.set(pod, pod.nominated_node_name)
         elif old is not None and old.nominated_node_name and nominations.get(pod.uid) == old.nominated_node_name:
             nominations.clear(pod.uid)   # someone cleared it in the API
+        if nominations.held.member_of and pod.uid in nominations.held.member_of:
+            self._held_pod_changed(old, pod)   # a held unit's member changed (holding.py)
         return pod, old
 
     def on_pod_add(self, obj: dict[str, Any]) -> None:
@@ -137,6 +146,8 @@ class EventHandlers:
         self._conditions.pop(pod.uid, None)
         self._sort_failures.pop(pod.uid, None)
         self.reports.forget(pod.uid)
+        if self.cache.nominations.held.member_of and pod.uid in self.cache.nominations.held.member_of:
+            self._held_pod_changed(old, None)   # a held unit's member was deleted (holding.py)
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)
@@ -422,6 +433,8 @@ class EventHandlers:
         name = str((obj.get("metadata") or {}).get("name", ""))
         old = self.cache.node(name)
         self.cache.remove_node(name)
+        if self.cache.nominations.held.on_node:
+            self._held_node_gone(name)   # capacity held there for a unit: it plans again (holding.py)
         self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.DELETE, "NodeDelete"), old, None)
 
 

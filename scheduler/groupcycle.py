@@ -50,6 +50,7 @@ from scheduler.framework.status import Code, Status
 from scheduler.model import Pod, PodGroup
 from scheduler.queue import QueuedPodInfo
 from scheduler.schedule_one import ERROR, FILTER, GONE, PRE_FILTER, RAISED, Attempt, ScheduleOne, _plugin_raised
+from scheduler.state.reservations import CAPACITY_FILTERS
 
 log = logging.getLogger("tandem.scheduler")
 
@@ -104,6 +105,10 @@ class GroupCycle(ScheduleOne):
 
         def _end_gang_bind_hold(self, fw: Framework, key: str) -> None: ...
 
+        def _hold_gang(self, fw: Framework, key: str, members: list[QueuedPodInfo], domain_key: str = "") -> None: ...
+
+        def _settle_holds(self) -> None: ...
+
     # ------------------------------------------------------------------ the entry point
 
     def schedule_next(self, qi: QueuedPodInfo) -> None:
@@ -113,6 +118,15 @@ class GroupCycle(ScheduleOne):
         a cycle's own (schedule_one), the Gang hooks', and the group cycle's. Each pod involved ends
         queued with reason SchedulerError, waiting at Permit, binding, or bound; never in flight.
         """
+        if self.cache.nominations.held:
+            self._settle_holds()   # what the events since the last cycle did to the holds, before Filter reads them
+        try:
+            self._schedule_next(qi)
+        finally:
+            if self.cache.nominations.held or self._held_resources:
+                self._settle_holds()
+
+    def _schedule_next(self, qi: QueuedPodInfo) -> None:
         fw = self.frameworks[qi.profile]
         gang = fw.gang
         if gang is None:
@@ -128,6 +142,7 @@ class GroupCycle(ScheduleOne):
             self.schedule_one(qi)
             return
         members = [qi]
+        self._in_group = True
         try:
             members += self.queue.take_group(key, qi.profile)
             pg = self.cache.gangs.group(key)
@@ -143,6 +158,7 @@ class GroupCycle(ScheduleOne):
                                                 f"{Status.from_error(exc).message()}", "")
         finally:
             fw.placement = None
+            self._in_group = False
 
     # ------------------------------------------------------------------ a gang without a topology key
 
@@ -179,6 +195,8 @@ class GroupCycle(ScheduleOne):
             if not msg:
                 continue  # the gang can still be whole (quorum reached, or enough members left to try)
             self._fail_rest(fw, members[i + 1:], msg, {gang.NAME})
+            if failed.code == Code.UNSCHEDULABLE and failed.plugin != gang.NAME:
+                self._hold_gang(fw, key, members)
             return
 
     # ------------------------------------------------------------------ a native gang without a topology key
@@ -216,6 +234,8 @@ class GroupCycle(ScheduleOne):
             self._report(fw, a, post_filter=False)
         msg = gang.reject_gang(first.qi.pod, st.message() if st is not None else "")
         self._fail_rest(fw, [a.qi for a in t.placed], msg, {gang.NAME})
+        if st is not None and st.code == Code.UNSCHEDULABLE and first.stage == FILTER:
+            self._hold_gang(fw, key, members)   # preemption did not help: the gang may hold capacity
 
     def _try_all(self, fw: Framework, key: str, members: list[QueuedPodInfo]) -> _Try:
         """Every member's cycle up to Reserve, each seeing those placed before it; ``whole``: the gang can be."""
@@ -336,6 +356,8 @@ class GroupCycle(ScheduleOne):
         self._report_misfits(fw, misfits)
         # the plugins that turned members away in the domains tried register the events that may change them
         self._fail_rest(fw, tries, msg, {gang.NAME} | rejectors, retry=ranking.more > 0)
+        if not misfits and ranking.more == 0 and rejectors & CAPACITY_FILTERS:
+            self._hold_gang(fw, key, tries, pg.topology_key)   # no domain has the room now: one may be held
 
     def _survey(self, fw: Framework, members: list[QueuedPodInfo]
                 ) -> tuple[list[tuple[np.ndarray, np.ndarray, int]], list[Attempt], Attempt | None]:

@@ -42,6 +42,7 @@ from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.model import Pod, group_conflict
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
+from scheduler.state.reservations import CAPACITY_FILTERS
 from scheduler.state.cache import Cache
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class ScheduleOne:
     preemption: Preemption
     rng: random.Random
     next_start: int
+    _in_group: bool                    # a group cycle is under way: its gang holds capacity as one unit
     cycle_durations: list[float]
 
     if TYPE_CHECKING:
@@ -127,6 +129,8 @@ class ScheduleOne:
         def _released_from_gang_bind(self, uid: str) -> None: ...
 
         def _spawn(self, coro: Awaitable[Any], what: str) -> None: ...
+
+        def _hold_pod(self, fw: Framework, qi: QueuedPodInfo) -> None: ...
 
     # ------------------------------------------------------------------ the scheduling cycle
 
@@ -300,6 +304,10 @@ class ScheduleOne:
         st = Status(code, diag.message())
         self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
         self._record_cycle(a.t0, "unschedulable", fw)
+        if (code == Code.UNSCHEDULABLE and stage == FILTER and not errored and not nominate and not self._in_group
+                and diag.unschedulable_plugins & CAPACITY_FILTERS and not self.preemption.is_preempting(qi.uid)):
+            # preemption did not help: the pod may hold capacity as the head of its profile's line (holding.py)
+            self._hold_pod(fw, qi)
         # a PostFilter error is no verdict on a gang: its group cycle rejects the gang whole (groupcycle.py)
         return Status(Code.ERROR, diag.message()) if errored else st
 

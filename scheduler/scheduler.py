@@ -52,13 +52,14 @@ from scheduler.executor import Preemption
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
 from scheduler.groupcycle import GroupCycle
+from scheduler.holding import Holding, HoldMetrics
 from scheduler.state.cache import Cache
 from scheduler.state.spreadselectors import SpreadSelectors
 
 log = logging.getLogger("tandem.scheduler")
 
 
-class Scheduler(EventHandlers, GroupCycle, Binding):
+class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
     def __init__(self, config: SchedulerConfig, client: Any, events: Any = None, metrics: Any = None,
                  seed: int | None = None, *, clock: Clock) -> None:
         self.config = config
@@ -67,6 +68,11 @@ class Scheduler(EventHandlers, GroupCycle, Binding):
         self.events = events
         self.metrics = metrics
         self.cache = Cache()                  # nodes, pods on nodes, and the one gang index (cache.gangs)
+        self.cache.nominations.held.wall = clock.wall   # held capacity: backfill reads the wall clock (holding.py)
+        self._back_of_line: dict[str, float] = {}       # unit key -> when its hold expired (its new age)
+        self._held_resources: set[str] = set()          # resources the held-capacity gauge shows
+        self.hold_metrics = HoldMetrics(metrics.registry) if metrics is not None else None
+        self._in_group = False                          # a group cycle is under way (groupcycle.py)
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)
         # Services' and controllers' selectors, from their informers (app.py), for PodTopologySpread
         self.spread_selectors = SpreadSelectors()

@@ -308,7 +308,8 @@ class PodTable:
     """Every placed pod (bound or assumed) as one row of numpy columns, for preemption's vectorized dry run.
 
     ``row`` (node row, -1 = free slot), ``prio`` (the pod's own priority), ``start`` (status.startTime,
-    +inf while unknown: upstream's GetPodStartTime takes "now" for a pod not started), ``req`` (int64[cap, R]
+    +inf while unknown: upstream's GetPodStartTime takes "now" for a pod not started), ``deadline``
+    (activeDeadlineSeconds, +inf: none), ``req`` (int64[cap, R]
     requests in the node table's resource columns, the pods column 1), ``gang`` (id of the pod's PodGroup key
     in ``gang_keys``, -1 = none) and ``deleting``. ``uids[slot]`` maps back. Kept by :class:`Cache` in step
     with the node table; a victim search masks these columns instead of walking pods.
@@ -324,6 +325,7 @@ class PodTable:
         self.row = np.full(capacity, -1, dtype=np.int64)
         self.prio = np.zeros(capacity, dtype=np.int64)
         self.start = np.full(capacity, np.inf)
+        self.deadline = np.full(capacity, np.inf)      # spec.activeDeadlineSeconds (+inf: none)
         self.req = np.zeros((capacity, len(nodes.resources)), dtype=np.int64)
         self.gang = np.full(capacity, -1, dtype=np.int64)
         self.deleting = np.zeros(capacity, dtype=bool)
@@ -341,6 +343,7 @@ class PodTable:
         self.row = grow(self.row, -1)
         self.prio = grow(self.prio, 0)
         self.start = grow(self.start, np.inf)
+        self.deadline = grow(self.deadline, np.inf)
         self.req = grow(self.req, 0)
         self.gang = grow(self.gang, -1)
         self.deleting = grow(self.deleting, False)
@@ -386,6 +389,7 @@ class PodTable:
         req[i, R_PODS] = 1
         self.prio[i] = pod.priority
         self.start[i] = pod.start_time if pod.start_time > 0 else np.inf
+        self.deadline[i] = pod.active_deadline if pod.active_deadline > 0 else np.inf
         self.gang[i] = self.gang_id(pod.gang) if pod.gang else -1
         self.deleting[i] = pod.deleting
 

@@ -78,6 +78,7 @@ class Pod:
     preemption_policy: str = "PreemptLowerPriority"
     created: float = 0.0
     start_time: float = 0.0       # status.startTime, epoch seconds (0: not started; preemption takes it as now)
+    active_deadline: int = 0      # spec.activeDeadlineSeconds (0: none; the API requires at least 1)
     phase: str = "Pending"
     deleting: bool = False
     requests: dict[str, int] = field(default_factory=dict)   # PodRequests, canonical units
@@ -432,6 +433,7 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         preemption_policy=_s(spec.get("preemptionPolicy"), "spec.preemptionPolicy", probs, "PreemptLowerPriority"),
         created=parse_time(meta.get("creationTimestamp")),
         start_time=parse_time(status.get("startTime")),
+        active_deadline=_deadline(spec.get("activeDeadlineSeconds"), probs),
         phase=_s(status.get("phase"), "status.phase", probs, "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         requests=reqs,
@@ -457,6 +459,15 @@ def parse_pod(obj: dict[str, Any]) -> Pod:
         invalid=probs.first,
         raw=obj,
     )
+
+
+def _deadline(raw: Any, probs: Any) -> int:
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
+        probs.add("spec.activeDeadlineSeconds", f"must be a positive integer, got {raw!r}")
+        return 0
+    return raw
 
 
 def marked_preempted(p: Pod) -> bool:

@@ -115,6 +115,9 @@ class Cache:
             self.runs.place(pod, node, row)
         if pod.gang:
             self.gangs._place(pod, node)
+        held = self.nominations.held
+        if held:
+            held.placed(pod, node, 1)
 
     def _count_claims(self, pod: Pod, delta: int) -> None:
         users = self.claim_users
@@ -137,6 +140,9 @@ class Cache:
         if st.pod.pvcs or st.pod.inline_attach:
             self.attachments.unplace(st.pod, st.node)
         self.pod_table.remove(uid)
+        held = self.nominations.held
+        if held:
+            held.placed(st.pod, st.node, -1)
         row = self.nodes.row(st.node)
         if row is not None:
             self.nodes.charge(row, st.pod, -1)
@@ -175,6 +181,9 @@ class Cache:
                     if row is not None:
                         self.counts.unplace(st.pod, row)
                         self.counts.place(pod, row)
+                if self.nominations.held and (st.pod.start_time != pod.start_time
+                                              or st.pod.active_deadline != pod.active_deadline):
+                    self.nominations.held.started(pod, st.node)
                 st.pod = pod
                 st.assumed = False
                 self.by_node[st.node][pod.uid] = pod
@@ -220,10 +229,20 @@ class Cache:
 
     def lift(self, uid: str) -> PodState | None:
         """Take a placed pod off its node for a what-if (gang preemption's plan); :meth:`restore` puts it back."""
-        return self._discharge(uid)
+        held = self.nominations.held
+        paused, held.paused = held.paused, True   # a what-if: the reservations' sums stay as they are
+        try:
+            return self._discharge(uid)
+        finally:
+            held.paused = paused
 
     def restore(self, st: PodState) -> None:
-        self._charge(st.pod, st.node, st.assumed)
+        held = self.nominations.held
+        paused, held.paused = held.paused, True
+        try:
+            self._charge(st.pod, st.node, st.assumed)
+        finally:
+            held.paused = paused
 
     def is_assumed(self, uid: str) -> bool:
         st = self.pods.get(uid)

@@ -9,10 +9,14 @@ import numpy as np
 
 from scheduler.framework.nodetable import R_PODS, NodeTable
 from scheduler.model import Pod
+from scheduler.state.reservations import Reservations
 
 
 class Nominations:
-    """Pods nominated to a node: ``status.nominatedNodeName`` of our pending pods, or set by our preemption.
+    """Room promised to pods not bound yet: pods nominated to a node (``status.nominatedNodeName`` of our pending
+    pods, or set by our preemption), and the capacity held for head-of-line units (``held``,
+    :mod:`scheduler.state.reservations`). One account: a held unit's members answer :meth:`get` with their
+    planned node, and CapacityReservation's Filter charges the held room on top of the nominated pods'.
 
     Upstream's nominator. A nominated pod's requests count on its node in the Filter of every pod of
     equal or lower priority (:meth:`plan`), so the room preemption made waits for the pod it was made for.
@@ -32,12 +36,17 @@ class Nominations:
         self._basis: tuple[int, int, int, int] | None = None
         self._sums: dict[int, np.ndarray] = {}      # priority -> int64[cap, R]: requests (pods column: count)
         self._ports: set[str] = set()                # nominated pods with host ports
+        self.held = Reservations()                   # capacity held for head-of-line units (reservations.py)
 
     def __len__(self) -> int:
         return len(self.node_of)
 
     def get(self, uid: str) -> str:
-        return self.node_of.get(uid, "")
+        """The node ``uid`` is promised: its nomination, else its reservation's planned node ("" = none)."""
+        node = self.node_of.get(uid, "")
+        if node or not self.held.member_of:
+            return node
+        return self.held.node_of(uid)
 
     def set(self, pod: Pod, node: str) -> None:
         if not node:

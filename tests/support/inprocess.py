@@ -52,6 +52,7 @@ class FakeAPI:
         self.s: Scheduler | None = None
         self.binds: list[tuple[str, str]] = []                # (pod name, node), in order
         self.conditions: dict[str, dict[str, Any]] = {}      # pod name -> last PodScheduled written
+        self.nominated: dict[str, str] = {}                  # pod name -> last status.nominatedNodeName written
         self.objects: dict[str, dict[str, Any]] = {}         # API path -> object (pods, PVs, PVCs)
         self.refuse_volume_writes: set[str] = set()          # PV names whose update answers an error
         self._rv = itertools.count(100)
@@ -73,6 +74,8 @@ class FakeAPI:
     async def patch_pod_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         for c in patch["status"].get("conditions") or ():
             self.conditions[name] = c
+        if "nominatedNodeName" in patch["status"]:
+            self.nominated[name] = patch["status"]["nominatedNodeName"] or ""
         return {}
 
     async def patch(self, path: str, body: Any, content_type: str = "") -> dict[str, Any]:
