@@ -260,6 +260,12 @@ class Follower:
 # ---------------------------------------------------------------------------- the property
 
 
+def held_back(pod: dict[str, Any]) -> bool:
+    """Was the pod turned away by capacity held for another unit (its PodScheduled message says so)?"""
+    return any(c.get("type") == "PodScheduled" and "had capacity reserved for" in (c.get("message") or "")
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
 def gang_config() -> tuple[Any, str]:
     """config/gang.yaml, with test-sized backoffs and client limits; and the schedulerName of its gang profile."""
     cfg = load_config(str(GANG_CONFIG))
@@ -337,10 +343,14 @@ async def scenario(node_objs: list[dict[str, Any]], gangs: list[Gang], order: li
     # reaches the maximum), and single pending pods of a complete gang. For mixed-size gangs, choosing
     # which minMember members to place is a bin-packing search no scheduler promises (nor does upstream's
     # Coscheduling); (a)-(c) still hold for them.
+    # A gang turned away by capacity held for the head of the line (CapacityReservation: its pods say "had
+    # capacity reserved for") may wait though it fits the free room: that room is promised to an older gang.
     names = sorted(room)
     rooms = [room[n] for n in names]
     for g in gangs:
         wants = [need(view_pods[p]["spec"]["containers"][0]["resources"]["requests"]) for p in pending[g.name]]
+        if any(held_back(view_pods[p]) for p in pending[g.name]):
+            continue
         if not bound[g.name] and len(set(map(tuple, wants))) <= 1:
             witness = can_place(wants, rooms, g.min_member)
             assert witness is None, (
