@@ -57,6 +57,9 @@ CAPACITY_FILTERS = frozenset({"NodeResourcesFit", "NodePorts", "NodeVolumeLimits
 # the domains of a topology gang's key one plan compares
 MAX_PLAN_DOMAINS = 32
 
+# the nodes where a pod's host port is in use whose pods one plan walks
+MAX_PORT_ROWS = 512
+
 
 def reason_for(what: str) -> str:
     return f"node(s) had capacity reserved for {what}"
@@ -135,7 +138,7 @@ class CapacityReservation:
             if self.exempt(r, pod):
                 continue
             t = held.table(r, nodes)
-            if not len(t.rows):
+            if not len(t.rows) and not (pod.host_ports and r.ports):
                 continue
             at = np.searchsorted(rows, t.rows)
             at[at >= k] = 0
@@ -150,6 +153,12 @@ class CapacityReservation:
             sel, idx = t.rows[hit], at[hit]
             used = nodes.requested[sel, :width] + t.charge[hit, :width] + vec
             bad = (used > nodes.alloc[sel, :width]).any(axis=1)
+            if pod.host_ports and r.ports:
+                # a member waits for a host port there: the pod may not take it either
+                for j, row in enumerate(sel):
+                    want = r.ports.get(nodes.names[int(row)])
+                    if want is not None and any(_ports_clash(pod, m) for m in want):
+                        bad[j] = True
             if not bad.any():
                 continue
             mask = np.zeros(k, dtype=bool)
@@ -277,6 +286,8 @@ class CapacityReservation:
                 unset = count[r_ids] < 0
                 count[r_ids[unset]] = pos[at[unset]] + 1
                 end[r_ids[unset]] = ends[at[unset]]
+            if pod.host_ports:
+                self._wait_for_ports(pod, rows, slots, srow, ends, pos, count, end)
             count[rows] = np.maximum(count[rows], np.where(count[rows] >= 0, taken[rows], -1))
             ok = rows[count[rows] >= 0]
             if not len(ok):
@@ -290,6 +301,37 @@ class CapacityReservation:
             sel = np.flatnonzero(srow == row)[: taken[row]]
             plan.awaited[nodes.names[int(row)]] = [(pt.uids[int(slots[i])], float(ends[i])) for i in sel]
         return plan if self._holds(fw, members, plan) else None
+
+    def _wait_for_ports(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, srow: np.ndarray, ends: np.ndarray,
+                        pos: np.ndarray, count: np.ndarray, end: np.ndarray) -> None:
+        """A pod with host ports also waits for the pods that use them on each node: every pod up to the last
+        of those (in end order) counts. Only the nodes where a wanted port is in use are walked, at most
+        :data:`MAX_PORT_ROWS` of them (the rest are left out of the plan)."""
+        handle = self.handle
+        nodes, pt = handle.nodes, handle.pod_table
+        busy = np.zeros(nodes.cap, dtype=bool)
+        for hp in pod.host_ports:
+            col = nodes.port_use(hp.protocol, hp.port)
+            if col is not None:
+                busy[: len(col)] |= col[: nodes.cap] > 0
+        clash_rows = rows[busy[rows]]
+        if not len(clash_rows):
+            return
+        count[clash_rows[MAX_PORT_ROWS:]] = -1
+        at = np.full(pt.cap, -1, dtype=np.int64)
+        at[slots] = np.arange(len(slots))
+        for row in clash_rows[:MAX_PORT_ROWS]:
+            if count[row] < 0:
+                continue
+            last = -1
+            for other in handle.pods_on(nodes.names[int(row)]):
+                if other.host_ports and _ports_clash(pod, other):
+                    slot = pt.slot.get(other.uid)
+                    if slot is not None and at[slot] >= 0:
+                        last = max(last, int(at[slot]))
+            if last >= 0:
+                count[row] = max(int(count[row]), int(pos[last]) + 1)
+                end[row] = max(float(end[row]), float(ends[last]))
 
     def _holds(self, fw: Any, members: list, plan: Plan) -> bool:
         """The plan checked with every Filter of every member: the awaited pods lifted off their nodes, the
@@ -322,6 +364,16 @@ class CapacityReservation:
             for st in reversed(lifted):
                 handle.restore(st)
             held.paused = paused
+
+
+def _ports_clash(pod: Pod, other: Pod) -> bool:
+    """HostPortInfo.CheckConflict between two pods' host ports: same protocol and port, and the same IP or
+    0.0.0.0 on either side."""
+    for a in pod.host_ports:
+        for b in other.host_ports:
+            if a.protocol == b.protocol and a.port == b.port and (a.ip == b.ip or "0.0.0.0" in (a.ip, b.ip)):
+                return True
+    return False
 
 
 def _score(plan: Plan) -> tuple:

@@ -82,6 +82,8 @@ class Holding:
     events: Any
     frameworks: dict[str, Framework]
     _back_of_line: dict[str, float]
+    _held_resources: set[str]
+    _held_published: int
 
     if TYPE_CHECKING:
         def _set_nomination(self, pod: Pod, node: str) -> None: ...
@@ -154,6 +156,9 @@ class Holding:
                         started=old.started if old is not None else self.clock(), members=dict(plan.nodes),
                         requests={p.uid: dict(p.requests) for p in pods}, pending=set(uids), awaited=awaited,
                         blockers=sum(len(on) for on in awaited.values()))
+        for p in pods:
+            if p.host_ports:
+                r.ports.setdefault(plan.nodes[p.uid], []).append(p)
         held.hold(r)
         if old is None:
             self.clock.call_later(args.max_hold_seconds, self._expire_hold, r.key, r.started)
@@ -194,6 +199,10 @@ class Holding:
             self._publish_held()
 
     def _publish_held(self) -> None:
+        held = self.cache.nominations.held
+        if held.version == self._held_published:
+            return
+        self._held_published = held.version
         gauge = self.hold_metrics.held_capacity
         amounts = self.cache.nominations.held.held_requests()
         for name in set(self._held_resources) - set(amounts):

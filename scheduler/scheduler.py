@@ -71,6 +71,7 @@ class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
         self.cache.nominations.held.wall = clock.wall   # held capacity: backfill reads the wall clock (holding.py)
         self._back_of_line: dict[str, float] = {}       # unit key -> when its hold expired (its new age)
         self._held_resources: set[str] = set()          # resources the held-capacity gauge shows
+        self._held_published = -1                       # the account's version the gauge shows
         self.hold_metrics = HoldMetrics(metrics.registry) if metrics is not None else None
         self._in_group = False                          # a group cycle is under way (groupcycle.py)
         self.pods: dict[str, Pod] = {}        # every pod the informer knows, by uid (latest record)

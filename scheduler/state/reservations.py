@@ -67,6 +67,11 @@ class Reservation:
     note: str = ""                    # the last Reserved note sent
     stale: bool = False               # the plan no longer holds: the unit plans again at its next attempt
     turned_away: set[str] = field(default_factory=set)   # pods the hold turned away (requeued when it ends)
+    _expected: tuple[float, int, int] | None = None      # expected()'s answer until the awaited pods change
+    ports: dict[str, list[Pod]] = field(default_factory=dict)   # node -> members with host ports planned there
+
+    def awaited_changed(self) -> None:
+        self._expected = None
 
     @property
     def nodes(self) -> list[str]:
@@ -74,7 +79,9 @@ class Reservation:
 
     def expected(self) -> tuple[float, int, int]:
         """(expected start as wall time, +inf when unknown; awaited pods still running; those without a
-        deadline)."""
+        deadline). Kept until the awaited pods change: every Filter of a pod with a deadline asks."""
+        if self._expected is not None:
+            return self._expected
         latest, count, unknown = 0.0, 0, 0
         for on in self.awaited.values():
             for _, end in on.values():
@@ -82,7 +89,8 @@ class Reservation:
                 if math.isinf(end):
                     unknown += 1
                 latest = max(latest, end)
-        return latest, count, unknown
+        self._expected = (latest, count, unknown)
+        return self._expected
 
     def backfills(self, pod: Pod, now_wall: float) -> bool:
         """May ``pod`` (of equal or lower priority) use this held room? Only if it ends before the unit's expected
@@ -204,11 +212,13 @@ class Reservations:
         on = r.awaited.get(node)
         if sign < 0:
             if on is not None and on.pop(pod.uid, None) is not None:
+                r.awaited_changed()
                 self._changed()
             return
         wall = self.wall() if self.wall is not None else 0.0
         if pod.priority <= r.priority and self.wall is not None and r.backfills(pod, wall):
             r.awaited.setdefault(node, {})[pod.uid] = (dict(pod.requests), pod_end(pod, wall))
+            r.awaited_changed()
             self.backfilled += 1
             self._changed()
         else:
@@ -221,6 +231,7 @@ class Reservations:
             on = r.awaited.get(node)
             if on is not None and pod.uid in on:
                 on[pod.uid] = (on[pod.uid][0], pod_end(pod, self.wall()))
+                r.awaited_changed()
 
     # ------------------------------------------------------------------ what a cycle charges
 
@@ -246,7 +257,7 @@ class Reservations:
                     if col is not None:
                         vec[col] += sign * v
             np.maximum(vec, 0, out=vec)
-            if vec.any():
+            if vec.any() or node in r.ports:
                 rows.append(row)
                 charges.append(vec)
         t = self._tables[r.key] = HeldTable(

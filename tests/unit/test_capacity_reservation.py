@@ -31,13 +31,15 @@ class Cluster:
         self.n = 0
 
     def running(self, name: str, node: str, cpu: str = "1", deadline: int | None = None,
-                started_ago: float = 0.0, priority: int = 0) -> dict[str, Any]:
+                started_ago: float = 0.0, priority: int = 0, port: int = 0) -> dict[str, Any]:
         """A pod of another scheduler's, bound and Running on ``node`` since ``started_ago`` seconds."""
         spec: dict[str, Any] = {"nodeName": node, "schedulerName": "default-scheduler", "priority": priority,
                                 "containers": [{"name": "c", "image": "x",
                                                 "resources": {"requests": {"cpu": cpu}}}]}
         if deadline is not None:
             spec["activeDeadlineSeconds"] = deadline
+        if port:
+            spec["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
         obj = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": NS, "uid": f"run-{name}", "resourceVersion": self.env.api.rv(),
                             "creationTimestamp": "2026-01-01T00:00:00Z"},
@@ -60,7 +62,7 @@ class Cluster:
 
     def pending(self, name: str, cpu: str = "1", deadline: int | None = None, priority: int | None = None,
                 never: bool = False, selector: dict[str, str] | None = None, group: str = "",
-                created: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+                created: str = "2026-01-01T00:00:00Z", port: int = 0) -> dict[str, Any]:
         """One of tandem's pods, pending."""
         env = self.env
         obj = env.pod(name, group, cpu=cpu, selector=selector)
@@ -71,6 +73,8 @@ class Cluster:
             new["spec"]["priority"] = priority
         if never:
             new["spec"]["preemptionPolicy"] = "Never"
+        if port:
+            new["spec"]["containers"][0]["ports"] = [{"containerPort": port, "hostPort": port, "protocol": "TCP"}]
         new["metadata"]["creationTimestamp"] = created
         if new != obj:
             new["metadata"]["resourceVersion"] = env.api.rv()
@@ -166,6 +170,24 @@ async def test_a_pod_too_big_for_every_node_and_one_no_node_matches_hold_nothing
     c.pending("small")
     await env.settle()
     assert env.bound("small") == {"small": "n0"}
+
+
+async def test_a_pod_blocked_by_a_host_port_holds_the_node_whose_port_frees_first(env) -> None:
+    c = Cluster(env)
+    for i in range(3):
+        env.node(f"n{i}", cpu="8")
+        c.running(f"web-{i}", f"n{i}", deadline=100 - 30 * i, port=8080)   # n2's ends first
+    c.pending("proxy", port=8080)
+    await env.settle()
+    assert held(env) == {"pod default/proxy": ["n2"]}
+    # the port frees on n2 while the proxy backs off: a younger pod wanting it may not take it
+    c.end("web-2")
+    c.pending("other", port=8080, created="2026-01-02T00:00:00Z")
+    await env.settle()
+    assert env.bound("other") == {}
+    assert "1 node(s) had capacity reserved for pod default/proxy" in env.message("other")
+    await env.advance(1.5)
+    assert env.bound("proxy") == {"proxy": "n2"}
 
 
 # ---------------------------------------------------------------------------- backfill
