@@ -42,7 +42,7 @@ from scheduler.framework.runtime import Diagnosis, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.model import Pod, group_conflict
 from scheduler.queue import QueuedPodInfo, SchedulingQueue
-from scheduler.state.reservations import CAPACITY_FILTERS
+from scheduler.state.reservations import CAPACITY_FILTERS, ENDED, Reservation
 from scheduler.state.cache import Cache
 
 if TYPE_CHECKING:
@@ -131,6 +131,8 @@ class ScheduleOne:
         def _spawn(self, coro: Awaitable[Any], what: str) -> None: ...
 
         def _hold_pod(self, fw: Framework, qi: QueuedPodInfo) -> None: ...
+
+        def _end_hold(self, r: Reservation, result: str) -> None: ...
 
     # ------------------------------------------------------------------ the scheduling cycle
 
@@ -304,7 +306,10 @@ class ScheduleOne:
         st = Status(code, diag.message())
         self._fail(fw, qi, st, reason="Unschedulable", message=diag.message(), nominated=nominate)
         self._record_cycle(a.t0, "unschedulable", fw)
-        if (code == Code.UNSCHEDULABLE and stage == FILTER and not errored and not nominate and not self._in_group
+        held = self.cache.nominations.held
+        if nominate and held.member_of and qi.uid in held.member_of:
+            self._end_hold(held.member_of[qi.uid], ENDED)   # preemption helps it now: its hold goes
+        elif (code == Code.UNSCHEDULABLE and stage == FILTER and not errored and not nominate and not self._in_group
                 and diag.unschedulable_plugins & CAPACITY_FILTERS and not self.preemption.is_preempting(qi.uid)):
             # preemption did not help: the pod may hold capacity as the head of its profile's line (holding.py)
             self._hold_pod(fw, qi)
