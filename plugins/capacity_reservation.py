@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scheduler.framework import (
-    ActionType, ClusterEvent, ClusterEventWithHint, ConfigError, CycleState, FilterResult, Rejection, Resource,
-    register,
+    ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, CycleState, FilterResult, Rejection, Resource,
+    Status, register,
 )
 from scheduler.framework.nodetable import R_PODS
 from scheduler.model import Pod
@@ -59,6 +59,10 @@ MAX_PLAN_DOMAINS = 32
 
 # the nodes where a pod's host port is in use whose pods one plan walks
 MAX_PORT_ROWS = 512
+
+
+_OK = Status()
+_SKIP = Status(Code.SKIP)
 
 
 def reason_for(what: str) -> str:
@@ -103,7 +107,7 @@ def pod_vector(pod: Pod, nodes: "NodeTable") -> np.ndarray:
 @register
 class CapacityReservation:
     NAME = NAME
-    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "Filter"})
+    EXTENSION_POINTS = frozenset({"EnqueueExtensions", "PreFilter", "Filter"})
     Args = CapacityReservationArgs
 
     def __init__(self, args: CapacityReservationArgs | None, handle: Any) -> None:
@@ -118,7 +122,14 @@ class CapacityReservation:
             ClusterEventWithHint(ClusterEvent(Resource.NODE, ActionType.ADD)),
         ]
 
-    # ------------------------------------------------------------------ Filter
+    # ------------------------------------------------------------------ PreFilter, Filter
+
+    def pre_filter(self, state: CycleState, pod: Pod, nodes: "NodeTable") -> tuple[None, Status]:
+        """Skip (no Filter call) while nothing is held, or when every hold exempts the pod."""
+        held = self.handle.nominations.held
+        if not held or all(self.exempt(r, pod) for r in held.by_key.values()):
+            return None, _SKIP
+        return None, _OK
 
     def exempt(self, r: Any, pod: Pod) -> bool:
         """Is ``pod`` free of reservation ``r``'s charge: a member, a higher priority, or a backfill?"""
