@@ -18,6 +18,11 @@
   ``simcluster.tandem.dev/termination-seconds`` overrides the delay per pod
   (float seconds, still at most the grace period). A second delete that
   shortens the grace period shortens the wait, as the kubelet honours it.
+* ``spec.activeDeadlineSeconds``: a running pod is marked Failed, reason
+  ``DeadlineExceeded`` ("Pod was active on the node longer than the
+  specified deadline"), that long after it started, as the kubelet's
+  active-deadline handler does; lowering the deadline of a running pod moves
+  the end earlier. A run time that ends first still Succeeds the pod.
 * Pods on a node that is deleted, or bound to a node that never existed,
   fail with a DisruptionTarget condition (reason DeletionByPodGC), as the
   pod garbage collector marks them.
@@ -52,6 +57,10 @@ NEVER_READY = "simcluster.tandem.dev/never-ready"
 RUN_SECONDS = "simcluster.tandem.dev/run-seconds"
 TERMINATION_SECONDS = "simcluster.tandem.dev/termination-seconds"
 
+# the kubelet's words for a pod past its activeDeadlineSeconds (pkg/kubelet/active_deadline.go)
+DEADLINE_REASON = "DeadlineExceeded"
+DEADLINE_MESSAGE = "Pod was active on the node longer than the specified deadline"
+
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
@@ -77,6 +86,8 @@ class NodeAgent(StoreLoop):
         self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
         self.started = 0
         self.failed = 0
+        self._started_at: dict[tuple[str, str], float] = {}   # pod key -> monotonic time the agent started it
+        self._deadline: dict[tuple[str, str], int] = {}       # pod key -> the activeDeadlineSeconds planned for
 
     # ------------------------------------------------------------------ loop
 
@@ -102,6 +113,8 @@ class NodeAgent(StoreLoop):
             for type_, entry in pbatch:
                 if type_ == DELETED:
                     self._planned.pop(entry.key, None)
+                    self._started_at.pop(entry.key, None)
+                    self._deadline.pop(entry.key, None)
                 elif entry.fields["spec.nodeName"]:
                     self._on_pod(entry.obj())
             if not batch and not pbatch:
@@ -129,11 +142,27 @@ class NodeAgent(StoreLoop):
         if phase == "Pending" and state is None:
             self._plan(self.config.ready_delay, "start", key, meta["uid"])
         elif phase == "Running" and state in (None, "start"):
+            self._started_at.setdefault(key, time.monotonic())
             run = self._seconds(pod, RUN_SECONDS, self.config.run_time)
             if run is not None and run > 0 and spec.get("restartPolicy") != "Always":
                 self._plan(run, "complete", key, meta["uid"])
             else:
                 self._planned[key] = ("running", 0, 0.0)
+            self._plan_deadline(pod, key)
+        elif phase == "Running" and state in ("running", "complete", "deadline"):
+            self._plan_deadline(pod, key)   # activeDeadlineSeconds may have been lowered
+
+    def _plan_deadline(self, pod: dict[str, Any], key: tuple[str, str]) -> None:
+        """Fail the running pod at startTime + activeDeadlineSeconds, unless something ends it first."""
+        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+        if not isinstance(deadline, int) or isinstance(deadline, bool) or deadline == self._deadline.get(key):
+            return
+        self._deadline[key] = deadline
+        delay = max(0.0, self._started_at.get(key, time.monotonic()) + deadline - time.monotonic())
+        planned = self._planned.get(key)
+        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= time.monotonic() + delay:
+            return   # its run ends first (or an earlier deadline stands)
+        self._plan(delay, "deadline", key, pod["metadata"]["uid"])
 
     def _termination_delay(self, pod: dict[str, Any]) -> float:
         """Seconds from seeing a pod terminating to its final delete: never more than its grace period."""
@@ -170,6 +199,8 @@ class NodeAgent(StoreLoop):
                     self._start(pod)
                 elif action == "complete":
                     self._finish_run(pod, "Succeeded", 0, "Completed")
+                elif action == "deadline":
+                    self._finish_run(pod, "Failed", 137, "Error", (DEADLINE_REASON, DEADLINE_MESSAGE))
                 elif action == "finish":
                     self.store.delete(PODS, key[0], key[1], grace=0, preconditions={"uid": uid})
             except errors.APIError as exc:
@@ -207,11 +238,16 @@ class NodeAgent(StoreLoop):
         self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
         self.started += 1
 
-    def _finish_run(self, pod: dict[str, Any], phase: str, code: int, reason: str) -> None:
+    def _finish_run(self, pod: dict[str, Any], phase: str, code: int, reason: str,
+                    why: tuple[str, str] | None = None) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         now = self.store.now()
         status = pod.setdefault("status", {})
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return
         status["phase"] = phase
+        if why is not None:
+            status["reason"], status["message"] = why
         status.setdefault("startTime", now)
         _set_conditions(status, now, {"Ready": "False", "ContainersReady": "False"}, reason="PodCompleted")
         status["containerStatuses"] = [
@@ -220,6 +256,7 @@ class NodeAgent(StoreLoop):
                                                          "startedAt": status["startTime"], "finishedAt": now}}}
             for c in spec.get("containers", [])]
         self.store.update(PODS, meta["namespace"], meta["name"], pod, "status")
+        self._planned[(meta["namespace"], meta["name"])] = ("finished", 0, 0.0)
         if phase == "Failed":
             self.failed += 1
 

@@ -312,3 +312,54 @@ async def test_a_delete_that_shortens_the_grace_period_shortens_the_wait(target)
         async with s.delete(f"{c.url}/api/v1/namespaces/default/pods/p", params={"gracePeriodSeconds": "30"}) as r:
             assert r.status == 200, await r.text()
         assert 1.0 <= await _delete_and_time(c, s, "p", grace=1) < 3  # not the 30 s of the first delete
+
+
+# ---------------------------------------------------------------------------- activeDeadlineSeconds
+
+
+async def test_a_running_pod_fails_with_deadline_exceeded_at_its_active_deadline(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, activeDeadlineSeconds=1, restartPolicy="Never")
+    await wait_for(target, "p", phase_is("Running"))
+    running_at = time.monotonic()
+    pod = await wait_for(target, "p", phase_is("Failed", "Succeeded"))
+    assert time.monotonic() - running_at >= 0.8, "failed before its deadline"
+    assert pod["status"]["phase"] == "Failed"
+    assert pod["status"]["reason"] == "DeadlineExceeded"
+    assert pod["status"]["message"] == "Pod was active on the node longer than the specified deadline"
+    [cs] = pod["status"]["containerStatuses"]
+    assert "terminated" in cs["state"] and condition(pod, "Ready")["status"] == "False"
+
+
+async def test_lowering_the_deadline_of_a_running_pod_ends_it_earlier(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, activeDeadlineSeconds=3600, restartPolicy="Never")
+    pod = await wait_for(target, "p", phase_is("Running"))
+    pod["spec"]["activeDeadlineSeconds"] = 1
+    r = await target.req("PUT", f"{pods_path(target.ns)}/p", pod)
+    assert r.status == 200, r.body
+    pod = await wait_for(target, "p", phase_is("Failed"), timeout=4.0)
+    assert pod["status"]["reason"] == "DeadlineExceeded"
+
+
+async def test_a_pod_whose_run_ends_before_its_deadline_succeeds(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, {RUN_SECONDS: "0.2"}, activeDeadlineSeconds=1, restartPolicy="Never")
+    pod = await wait_for(target, "p", phase_is("Succeeded", "Failed"))
+    assert pod["status"]["phase"] == "Succeeded" and "reason" not in pod["status"]
+    await asyncio.sleep(1.2)   # past the deadline: nothing is written over the finished pod
+    r = await target.req("GET", f"{pods_path(target.ns)}/p")
+    assert r.body["status"]["phase"] == "Succeeded"
+
+
+async def test_a_pod_without_a_deadline_keeps_running(target):
+    target.only_sim(ONLY_SIM)
+    [node] = await target.make_nodes(1)
+    await bound_pod(target, "p", node, restartPolicy="Never")
+    await wait_for(target, "p", phase_is("Running"))
+    await asyncio.sleep(0.3)
+    r = await target.req("GET", f"{pods_path(target.ns)}/p")
+    assert r.body["status"]["phase"] == "Running"
