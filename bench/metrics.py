@@ -573,6 +573,9 @@ class RunMetrics:
     cpu_window_seconds: float | None = None
     overall: float | None = None                    # bound / (last bind - first collecting start); unsampled
     gangs: list[float] = field(default_factory=list)  # per complete gang: last member created -> last bound, s
+    # the cluster's cpu in use (bound pods' requests over the run's nodes' allocatable) while gangs waited:
+    # from the first gang member's creation to the last gang's bind
+    gang_wait_utilization: float | None = None
     requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
     events_dropped: float | None = None             # events its recorder dropped, whole run (tandem only)
 
@@ -611,6 +614,26 @@ def gang_latencies(recorder: Recorder) -> list[float]:
     return [max(0.0, bound[g] - created[g]) for g in created if g in bound and g not in unbound]
 
 
+def utilization_during_gang_wait(recorder: Recorder) -> float | None:
+    """Mean share of the run's allocatable cpu that bound pods requested, from the first measured gang member's
+    creation to the last measured gang member's bind; None without gangs or node capacity."""
+    members = [p for p in recorder.measured() if p.group]
+    if not members or recorder.node_cpu <= 0:
+        return None
+    start = min(p.created for p in members)
+    end = max((p.bound for p in members if p.bound is not None), default=None)
+    if end is None or end <= start:
+        return None
+    used = 0.0
+    for p in recorder.pods.values():
+        if p.bound is None or not p.cpu:
+            continue
+        lo, hi = max(p.bound, start), min(p.gone if p.gone is not None else end, end)
+        if hi > lo:
+            used += (hi - lo) * p.cpu
+    return used / (recorder.node_cpu * (end - start))
+
+
 def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mapping[str, Histogram] | None = None,
             sampler: ProcessSampler | None = None, now: float | None = None,
             interval: float = THROUGHPUT_INTERVAL) -> RunMetrics:
@@ -640,7 +663,8 @@ def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mappi
         series.extend((offset + t, r) for t, r in throughput_series(bound_times, start, end, interval))
     m = RunMetrics(workload=workload, scheduler=scheduler, throughput=samples, series=series,
                    e2e=e2e_latencies(recorder), attempt=dict(attempt or {}), measured=len(measured),
-                   bound=len(bound_times), window_seconds=seconds, gangs=gang_latencies(recorder))
+                   bound=len(bound_times), window_seconds=seconds, gangs=gang_latencies(recorder),
+                   gang_wait_utilization=utilization_during_gang_wait(recorder))
     if bound_times and windows and last_bound is not None and last_bound > windows[0][0]:
         m.overall = len(bound_times) / (last_bound - windows[0][0])
     if sampler is not None:

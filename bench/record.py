@@ -20,6 +20,8 @@ class PodTimes:
     node: str = ""
     measured: bool = True     # created while collecting metrics
     group: str = ""           # "ns/podgroup" for gang members
+    cpu: int = 0              # requested millicores (the utilization measure)
+    gone: float | None = None  # when the watch saw it deleted
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Recorder:
     # API writes a workload's own driver made, by verb ("create", "status", "delete"); createPipelineRuns
     # counts them so that runs made with and without placeholder pods can be compared
     writes: dict[str, int] = field(default_factory=dict)
+    node_cpu: int = 0         # the allocatable millicores of the nodes the run created
 
     @property
     def collecting(self) -> bool:
@@ -43,8 +46,14 @@ class Recorder:
         if self.collecting:
             self.windows[-1] = (self.windows[-1][0], t)
 
-    def created(self, key: str, t: float, measured: bool | None = None, group: str = "") -> None:
-        self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured, group=group)
+    def created(self, key: str, t: float, measured: bool | None = None, group: str = "", cpu: int = 0) -> None:
+        self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured, group=group,
+                                  cpu=cpu)
+
+    def gone(self, key: str, t: float) -> None:
+        p = self.pods.get(key)
+        if p is not None and p.gone is None:
+            p.gone = t
 
     def bound(self, key: str, t: float, node: str) -> None:
         p = self.pods.get(key)

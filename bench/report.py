@@ -103,6 +103,7 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "e2e_latency_seconds": summarize(m.e2e),
         "gang_latency_seconds": {**summarize(m.gangs), "Max": max(m.gangs)} if m.gangs else {},
         "gangs_complete": len(m.gangs),
+        "gang_wait_utilization": m.gang_wait_utilization,
         "rss_peak_bytes": m.rss_peak,
         "cpu_seconds": m.cpu_seconds,
         "cpu_window_seconds": m.cpu_window_seconds,
@@ -220,6 +221,8 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         g = summarize(m.gangs)
         lines.append(f"  gangs        {len(m.gangs)} complete; last member created to gang bound: p50 {_ms(g['Perc50'])}"
                      f"  p99 {_ms(g['Perc99'])}  max {_ms(max(m.gangs))}")
+        if m.gang_wait_utilization is not None:
+            lines.append(f"  cpu in use while gangs waited: {m.gang_wait_utilization:.0%}")
     if m.rss_peak is not None or m.cpu_seconds is not None:
         rss = "-" if m.rss_peak is None else f"{m.rss_peak / MiB:.1f} MiB"
         window = ""

@@ -191,6 +191,7 @@ class _Pods:
         pod = self.pods.get(key)
         if pod is not None and not pod.gone:
             pod.gone = True
+            self.recorder.gone(key, time.time())
             self._settle(key)
 
     def terminating(self, key: str, obj: dict[str, Any]) -> None:
@@ -539,6 +540,15 @@ class _Run:
         path = f"/api/v1/namespaces/{namespace}/pods"
         recorder = self.recorder
         created = 0
+        cpus: dict[int, int] = {}   # the makers share one serialized spec: read its cpu once
+
+        def cpu_of(body: dict[str, Any]) -> int:
+            spec = body.get("spec")
+            if isinstance(spec, orjson.Fragment):
+                if id(spec) not in cpus:
+                    cpus[id(spec)] = _cpu_millis({"spec": orjson.loads(orjson.dumps(spec))})
+                return cpus[id(spec)]
+            return _cpu_millis(body)
 
         async def one(i: int) -> None:
             nonlocal created
@@ -546,7 +556,7 @@ class _Run:
             body = make(name, labels)
             group = labels.get(POD_GROUP_LABEL, "") or labels.get(NATIVE_GROUP_LABEL, "")
             recorder.created(keys[i], time.time(), measured,  # before the request: the watch may answer first
-                             f"{namespace}/{group}" if group else "")
+                             f"{namespace}/{group}" if group else "", cpu=cpu_of(body))
             await self._create(path, body)
             self.pods.pods[keys[i]].created = True
             created += 1
@@ -574,8 +584,10 @@ class _Run:
             status["capacity"] = {**(status.get("capacity") or {}), **op.capacity}
             if status.get("allocatable") is not None:
                 status["allocatable"] = {**status["allocatable"], **op.capacity}
+        per_node = (status.get("allocatable") or status.get("capacity") or {}).get("cpu")
         spec_json = orjson.Fragment(orjson.dumps(spec))
         status_json = orjson.Fragment(orjson.dumps(status))
+        self.recorder.node_cpu += op.count * _millis(per_node)
         done = 0
         self.progress(op.label, 0, op.count)
 
@@ -969,6 +981,23 @@ async def run_workload(workload: Workload, target: Target, scheduler_name: str, 
 
 # the native members' label: which gang a pod is in, for the recorder (the API's link is spec.schedulingGroup)
 NATIVE_GROUP_LABEL = "bench.tandem.dev/pod-group"
+
+
+def _millis(cpu: Any) -> int:
+    """A cpu quantity ("4", "500m", 2) in millicores; 0 when absent or not one."""
+    if cpu is None:
+        return 0
+    text = str(cpu)
+    try:
+        return int(float(text[:-1])) if text.endswith("m") else int(float(text) * 1000)
+    except ValueError:
+        return 0
+
+
+def _cpu_millis(pod: dict[str, Any]) -> int:
+    """The cpu a pod requests: its containers' requests summed (the utilization measure's share)."""
+    return sum(_millis(((c.get("resources") or {}).get("requests") or {}).get("cpu"))
+               for c in (pod.get("spec") or {}).get("containers") or ())
 
 
 def _joining(make: Callable[[str, dict[str, str]], dict]) -> Callable[[str, dict[str, str]], dict]:

@@ -21,7 +21,8 @@ Every (test case, workload) pair becomes one :class:`Workload` whose ops
 have every ``$param`` substituted and every template loaded, so that the
 runner never sees a parameter or a path. ``countParam: $x`` works as
 upstream; beyond upstream, any scalar field may be written ``$x``
-(``zones: $zones``, ``holdSeconds: $hold``). Template paths are relative to
+(``zones: $zones``, ``holdSeconds: $hold``), and so may a scalar of an inline
+template (``podTemplate: {spec: {activeDeadlineSeconds: $life}}``). Template paths are relative to
 the workload file; templates may also be given inline (``podTemplate:``,
 ``nodeTemplate:``, ``podGroupTemplate:``, ``namespaceTemplate:``,
 ``templates:`` for churn).
@@ -509,11 +510,21 @@ class _Fields:
             if not isinstance(obj, dict):
                 raise self._type_error(inline_key, "an object", obj)
             _check_kind(obj, kinds, inline_key, self.fail)
-            return copy.deepcopy(obj)
+            return self._substitute(inline_key, copy.deepcopy(obj))
         if path_key in self.raw:
             rel = self.text(path_key)
             return self.templates.load(rel, kinds, path_key, self.fail)
         return copy.deepcopy(default) if default is not None else None
+
+
+    def _substitute(self, key: str, obj: Any) -> Any:
+        """An inline template with each scalar ``$param`` value replaced (a template file is taken as it is)."""
+        if isinstance(obj, dict):
+            return {k: self._substitute(key, v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self._substitute(key, v) for v in obj]
+        resolved = self._resolve(key, obj)
+        return None if resolved is _UNRESOLVED else resolved
 
 
 class _Unresolved:

@@ -10,7 +10,8 @@ import pytest
 
 from bench.pipelines import stages
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePipelineRuns,
-                            CreatePodGroups, CreatePods, DeletePods, Sleep, WorkloadError, find_workload,
+                            CreatePodGroups, CreatePods, DeletePods, Sleep, StartCollectingMetrics,
+                            StopCollectingMetrics, WorkloadError, find_workload,
                             load_workloads, parse_duration)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
@@ -38,11 +39,15 @@ def nodes_of(w) -> int:
 
 
 def measured_pods(w) -> int:
+    """Pods of collectMetrics ops, and every pod created between startCollectingMetrics and stopCollectingMetrics."""
     n = 0
+    window = False
     for op in w.ops:
-        if isinstance(op, CreatePods) and op.collect_metrics:
+        if isinstance(op, (StartCollectingMetrics, StopCollectingMetrics)):
+            window = isinstance(op, StartCollectingMetrics)
+        if isinstance(op, CreatePods) and (op.collect_metrics or window):
             n += op.count
-        if isinstance(op, CreatePodGroups) and op.collect_metrics:
+        if isinstance(op, CreatePodGroups) and (op.collect_metrics or window):
             n += op.count * op.pods_per_group
         if isinstance(op, CreatePipelineRuns) and op.collect_metrics:
             n += sum(len(tasks) for i in range(op.count) for tasks in stages(op, i))
