@@ -331,6 +331,9 @@ class GroupCycle(ScheduleOne):
             # members that fit in no domain leave the gang short: they say why, their siblings say the gang's
             why = self._report_misfits(fw, misfits)
             self._fail_rest(fw, tries, gang.reject_gang(misfits[0].qi.pod, why), {gang.NAME})
+            if all(a.stage == FILTER for a in misfits):
+                # no node takes them now: capacity may be what blocks them (the plan says), in one domain
+                self._hold_gang(fw, key, members, pg.topology_key)
             return
         nodes = self.cache.nodes
         gangs = self.cache.gangs

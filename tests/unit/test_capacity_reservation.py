@@ -339,3 +339,38 @@ async def test_deleting_the_held_pod_ends_the_hold_and_frees_its_room(env) -> No
     await env.settle()
     assert held(env) == {}
     assert env.bound("small") == {"small": "n0"}
+
+
+async def test_a_topology_gang_holds_nodes_in_one_domain_the_one_that_frees_first(env) -> None:
+    c = Cluster(env)
+    # two zones of two 4-cpu nodes, all full; z2's pods end first, but z2-a's last one ends late
+    for zone, lives in (("z1", (30, 40)), ("z2", (10, 90))):
+        for node, life in zip(("a", "b"), lives):
+            env.node(f"{zone}-{node}", cpu="4", zone=zone)
+            for k in range(4):
+                c.running(f"r-{zone}-{node}-{k}", f"{zone}-{node}", deadline=life)
+    env.native_group("tg", 2, topology="topology.kubernetes.io/zone")
+    for i in range(2):
+        c.pending(f"tg-{i}", cpu="4", group="tg")
+    await env.settle()
+    # z1 frees whole after 40 s; z2 only after 90 s: both members are planned in z1
+    assert held(env) == {"pod group default/tg": ["z1-a", "z1-b"]}
+
+
+async def test_a_scheduler_plugins_gang_holds_too(env) -> None:
+    c = Cluster(env)
+    full_nodes(c, count=2)
+    env.s.cache.gangs.crd_served = True   # the CRD is installed (App sets it after discovery)
+    env.s.on_pod_group_add({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                            "metadata": {"name": "crd", "namespace": NS, "uid": "pg-crd", "resourceVersion": "1",
+                                         "creationTimestamp": "2026-01-01T00:00:00Z"},
+                            "spec": {"minMember": 2}})
+    for i in range(2):
+        obj = c.pending(f"crd-{i}", cpu="4")
+        new = copy.deepcopy(obj)
+        new["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] = "crd"
+        new["metadata"]["resourceVersion"] = env.api.rv()
+        env.api.objects[f"/api/v1/namespaces/{NS}/pods/crd-{i}"] = new
+        env.s.on_pod_update(obj, new)
+    await env.advance(11)
+    assert held(env) == {"pod group default/crd": ["n0", "n1"]}
