@@ -13,7 +13,9 @@ has settled, and then checks, with the test's own straightforward Python
   its node, and tolerates the node's NoSchedule and NoExecute taints;
 * every pod left pending fits on no node, given what is bound there
   (resources, selector, affinity and taints together), and says so with
-  PodScheduled=False.
+  PodScheduled=False; or fits only on nodes whose room is held for an older
+  pod that only capacity blocks (CapacityReservation: the holder is
+  nominated there, and the pod's message says the room is reserved).
 
 "Settled" is: every pod bound, or every pending pod fits nowhere and carries
 its condition. Once that holds nothing can change any more (bound pods stay,
@@ -221,11 +223,23 @@ class View:
         want = requests_of(pod)
         return [n for n, node in self.nodes.items() if fits(want, self.room[n]) and not placement_problems(pod, node)]
 
+    def waiting_fits(self, name: str) -> list[str]:
+        """The nodes the pending pod fits that nothing keeps it from: all it fits, but for the nodes whose room is
+        held for an older pod or gang (CapacityReservation) when the pod says a hold turned it away; those
+        are the nominated nodes of pending pods."""
+        fit = self.fitting_nodes(name)
+        if fit and any("had capacity reserved for" in (c.get("message") or "")
+                       for c in (self.pods[name].get("status") or {}).get("conditions") or ()):
+            held = {(p.get("status") or {}).get("nominatedNodeName") for p in self.pods.values()
+                    if not p["spec"].get("nodeName")}
+            fit = [n for n in fit if n not in held]
+        return fit
+
     def settled(self) -> bool:
         for name in self.pending():
             cond = [c for c in (self.pods[name].get("status") or {}).get("conditions") or ()
                     if c.get("type") == "PodScheduled"]
-            if not cond or cond[0].get("status") != "False" or self.fitting_nodes(name):
+            if not cond or cond[0].get("status") != "False" or self.waiting_fits(name):
                 return False
         return True
 
@@ -251,7 +265,7 @@ async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any
                 while not view_of(cluster).settled():
                     if time.monotonic() > deadline:
                         v = view_of(cluster)
-                        stuck = {n: v.fitting_nodes(n) for n in v.pending()}
+                        stuck = {n: v.waiting_fits(n) for n in v.pending()}
                         raise AssertionError(f"never settled; pending pods and the nodes they fit: {stuck}")
                     await asyncio.sleep(0.02)
                 await asyncio.sleep(0.1)  # anything still in flight would land now
@@ -265,7 +279,7 @@ async def scenario(node_objs: list[dict[str, Any]], pod_objs: list[dict[str, Any
             problems = placement_problems(pod, view.nodes[node])
             assert not problems, f"{name} was bound to {node} despite {problems}"
         else:
-            assert not view.fitting_nodes(name), f"{name} is pending but fits {view.fitting_nodes(name)}"
+            assert not view.waiting_fits(name), f"{name} is pending but fits {view.waiting_fits(name)}"
     assert view.settled()
     return view
 
