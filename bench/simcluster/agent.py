@@ -29,7 +29,10 @@
 
 It reads the store directly (a cursor over the pods and nodes tables), not
 over HTTP: it is part of the simulated cluster, not a client of it (see
-:mod:`bench.simcluster.looping`).
+:mod:`bench.simcluster.looping`). Its timers run on the store's clock, the
+one ``startTime`` and ``deletionTimestamp`` are stamped from, so a fake
+clock given to the store drives every delay here; it never reads the
+machine's clock itself.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -86,14 +88,14 @@ class NodeAgent(StoreLoop):
         self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
         self.started = 0
         self.failed = 0
-        self._started_at: dict[tuple[str, str], float] = {}   # pod key -> monotonic time the agent started it
+        self._started_at: dict[tuple[str, str], float] = {}   # pod key -> store clock time the agent saw it running
         self._deadline: dict[tuple[str, str], int] = {}       # pod key -> the activeDeadlineSeconds planned for
 
     # ------------------------------------------------------------------ loop
 
     def _step(self, cursors: tuple[Watcher, Watcher]) -> None:
         self._drain(*cursors)
-        self._act(time.monotonic())
+        self._act(self.store.clock())
 
     def _resync(self) -> tuple[Watcher, Watcher]:
         rv = str(self.store.rv)
@@ -122,7 +124,7 @@ class NodeAgent(StoreLoop):
 
     def _plan(self, delay: float, action: str, key: tuple[str, str], uid: str) -> None:
         self._seq += 1
-        when = time.monotonic() + delay
+        when = self.store.clock() + delay
         self._planned[key] = (action, self._seq, when)
         heapq.heappush(self._due, (when, self._seq, action, key, uid))
 
@@ -135,14 +137,14 @@ class NodeAgent(StoreLoop):
         state = planned[0] if planned else None
         if meta.get("deletionTimestamp"):
             delay = self._termination_delay(pod)
-            if state != "finish" or time.monotonic() + delay < planned[2]:
+            if state != "finish" or self.store.clock() + delay < planned[2]:
                 self._plan(delay, "finish", key, meta["uid"])
             return
         phase = status.get("phase")
         if phase == "Pending" and state is None:
             self._plan(self.config.ready_delay, "start", key, meta["uid"])
         elif phase == "Running" and state in (None, "start"):
-            self._started_at.setdefault(key, time.monotonic())
+            self._started_at.setdefault(key, self.store.clock())
             run = self._seconds(pod, RUN_SECONDS, self.config.run_time)
             if run is not None and run > 0 and spec.get("restartPolicy") != "Always":
                 self._plan(run, "complete", key, meta["uid"])
@@ -158,9 +160,9 @@ class NodeAgent(StoreLoop):
         if not isinstance(deadline, int) or isinstance(deadline, bool) or deadline == self._deadline.get(key):
             return
         self._deadline[key] = deadline
-        delay = max(0.0, self._started_at.get(key, time.monotonic()) + deadline - time.monotonic())
+        delay = max(0.0, self._started_at.get(key, self.store.clock()) + deadline - self.store.clock())
         planned = self._planned.get(key)
-        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= time.monotonic() + delay:
+        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= self.store.clock() + delay:
             return   # its run ends first (or an earlier deadline stands)
         self._plan(delay, "deadline", key, pod["metadata"]["uid"])
 
