@@ -18,11 +18,14 @@
   ``simcluster.tandem.dev/termination-seconds`` overrides the delay per pod
   (float seconds, still at most the grace period). A second delete that
   shortens the grace period shortens the wait, as the kubelet honours it.
-* ``spec.activeDeadlineSeconds``: a running pod is marked Failed, reason
-  ``DeadlineExceeded`` ("Pod was active on the node longer than the
-  specified deadline"), that long after it started, as the kubelet's
-  active-deadline handler does; lowering the deadline of a running pod moves
-  the end earlier. A run time that ends first still Succeeds the pod.
+* ``spec.activeDeadlineSeconds``: a running pod is marked Failed at
+  ``status.startTime`` + activeDeadlineSeconds (not before), reason
+  ``DeadlineExceeded`` and message "Pod was active on the node longer than
+  the specified deadline", its containers terminated and Ready False, as
+  the kubelet's active-deadline handler does (no startTime, no deadline).
+  Lowering the deadline of a running pod (the API lets it only go down)
+  moves the end earlier. A pod that Succeeded or Failed first, or that is
+  gone, is left alone; one being deleted is left to its deletion.
 * Pods on a node that is deleted, or bound to a node that never existed,
   fail with a DisruptionTarget condition (reason DeletionByPodGC), as the
   pod garbage collector marks them.
@@ -48,6 +51,7 @@ from bench.simcluster import errors
 from bench.simcluster.looping import StoreLoop
 from bench.simcluster.resources import lookup
 from bench.simcluster.store import DELETED, MATCH_ALL, Store, Watcher
+from bench.simcluster.tables import parse_time
 
 log = logging.getLogger("simcluster.agent")
 
@@ -88,7 +92,6 @@ class NodeAgent(StoreLoop):
         self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
         self.started = 0
         self.failed = 0
-        self._started_at: dict[tuple[str, str], float] = {}   # pod key -> store clock time the agent saw it running
         self._deadline: dict[tuple[str, str], int] = {}       # pod key -> the activeDeadlineSeconds planned for
 
     # ------------------------------------------------------------------ loop
@@ -115,7 +118,6 @@ class NodeAgent(StoreLoop):
             for type_, entry in pbatch:
                 if type_ == DELETED:
                     self._planned.pop(entry.key, None)
-                    self._started_at.pop(entry.key, None)
                     self._deadline.pop(entry.key, None)
                 elif entry.fields["spec.nodeName"]:
                     self._on_pod(entry.obj())
@@ -123,8 +125,10 @@ class NodeAgent(StoreLoop):
                 return
 
     def _plan(self, delay: float, action: str, key: tuple[str, str], uid: str) -> None:
+        self._plan_at(self.store.clock() + delay, action, key, uid)
+
+    def _plan_at(self, when: float, action: str, key: tuple[str, str], uid: str) -> None:
         self._seq += 1
-        when = self.store.clock() + delay
         self._planned[key] = (action, self._seq, when)
         heapq.heappush(self._due, (when, self._seq, action, key, uid))
 
@@ -144,7 +148,6 @@ class NodeAgent(StoreLoop):
         if phase == "Pending" and state is None:
             self._plan(self.config.ready_delay, "start", key, meta["uid"])
         elif phase == "Running" and state in (None, "start"):
-            self._started_at.setdefault(key, self.store.clock())
             run = self._seconds(pod, RUN_SECONDS, self.config.run_time)
             if run is not None and run > 0 and spec.get("restartPolicy") != "Always":
                 self._plan(run, "complete", key, meta["uid"])
@@ -155,16 +158,24 @@ class NodeAgent(StoreLoop):
             self._plan_deadline(pod, key)   # activeDeadlineSeconds may have been lowered
 
     def _plan_deadline(self, pod: dict[str, Any], key: tuple[str, str]) -> None:
-        """Fail the running pod at startTime + activeDeadlineSeconds, unless something ends it first."""
+        """Fail the running pod at status.startTime + activeDeadlineSeconds, unless something ends it first.
+
+        pastActiveDeadline (pkg/kubelet/active_deadline.go): without a deadline or a startTime the pod
+        runs on; it is past its deadline once ``now - startTime >= activeDeadlineSeconds``. Called on
+        every event of a running pod, so the first check is the cheap one.
+        """
         deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
         if not isinstance(deadline, int) or isinstance(deadline, bool) or deadline == self._deadline.get(key):
             return
+        start = parse_time((pod.get("status") or {}).get("startTime"))
+        if start is None:
+            return
         self._deadline[key] = deadline
-        delay = max(0.0, self._started_at.get(key, self.store.clock()) + deadline - self.store.clock())
+        when = start + deadline
         planned = self._planned.get(key)
-        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= self.store.clock() + delay:
+        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= when:
             return   # its run ends first (or an earlier deadline stands)
-        self._plan(delay, "deadline", key, pod["metadata"]["uid"])
+        self._plan_at(when, "deadline", key, pod["metadata"]["uid"])
 
     def _termination_delay(self, pod: dict[str, Any]) -> float:
         """Seconds from seeing a pod terminating to its final delete: never more than its grace period."""
