@@ -18,18 +18,24 @@
   ``simcluster.tandem.dev/termination-seconds`` overrides the delay per pod
   (float seconds, still at most the grace period). A second delete that
   shortens the grace period shortens the wait, as the kubelet honours it.
-* ``spec.activeDeadlineSeconds``: a running pod is marked Failed, reason
-  ``DeadlineExceeded`` ("Pod was active on the node longer than the
-  specified deadline"), that long after it started, as the kubelet's
-  active-deadline handler does; lowering the deadline of a running pod moves
-  the end earlier. A run time that ends first still Succeeds the pod.
+* ``spec.activeDeadlineSeconds``: a running pod is marked Failed at
+  ``status.startTime`` + activeDeadlineSeconds (not before), reason
+  ``DeadlineExceeded`` and message "Pod was active on the node longer than
+  the specified deadline", its containers terminated and Ready False, as
+  the kubelet's active-deadline handler does (no startTime, no deadline).
+  Lowering the deadline of a running pod (the API lets it only go down)
+  moves the end earlier. A pod that Succeeded or Failed first, or that is
+  gone, is left alone; one being deleted is left to its deletion.
 * Pods on a node that is deleted, or bound to a node that never existed,
   fail with a DisruptionTarget condition (reason DeletionByPodGC), as the
   pod garbage collector marks them.
 
 It reads the store directly (a cursor over the pods and nodes tables), not
 over HTTP: it is part of the simulated cluster, not a client of it (see
-:mod:`bench.simcluster.looping`).
+:mod:`bench.simcluster.looping`). Its timers run on the store's clock, the
+one ``startTime`` and ``deletionTimestamp`` are stamped from, so a fake
+clock given to the store drives every delay here; it never reads the
+machine's clock itself.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from __future__ import annotations
 import heapq
 import logging
 import random
-import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +51,7 @@ from bench.simcluster import errors
 from bench.simcluster.looping import StoreLoop
 from bench.simcluster.resources import lookup
 from bench.simcluster.store import DELETED, MATCH_ALL, Store, Watcher
+from bench.simcluster.tables import parse_time
 
 log = logging.getLogger("simcluster.agent")
 
@@ -86,14 +92,13 @@ class NodeAgent(StoreLoop):
         self._planned: dict[tuple[str, str], tuple[str, int, float]] = {}
         self.started = 0
         self.failed = 0
-        self._started_at: dict[tuple[str, str], float] = {}   # pod key -> monotonic time the agent started it
         self._deadline: dict[tuple[str, str], int] = {}       # pod key -> the activeDeadlineSeconds planned for
 
     # ------------------------------------------------------------------ loop
 
     def _step(self, cursors: tuple[Watcher, Watcher]) -> None:
         self._drain(*cursors)
-        self._act(time.monotonic())
+        self._act(self.store.clock())
 
     def _resync(self) -> tuple[Watcher, Watcher]:
         rv = str(self.store.rv)
@@ -113,7 +118,6 @@ class NodeAgent(StoreLoop):
             for type_, entry in pbatch:
                 if type_ == DELETED:
                     self._planned.pop(entry.key, None)
-                    self._started_at.pop(entry.key, None)
                     self._deadline.pop(entry.key, None)
                 elif entry.fields["spec.nodeName"]:
                     self._on_pod(entry.obj())
@@ -121,8 +125,10 @@ class NodeAgent(StoreLoop):
                 return
 
     def _plan(self, delay: float, action: str, key: tuple[str, str], uid: str) -> None:
+        self._plan_at(self.store.clock() + delay, action, key, uid)
+
+    def _plan_at(self, when: float, action: str, key: tuple[str, str], uid: str) -> None:
         self._seq += 1
-        when = time.monotonic() + delay
         self._planned[key] = (action, self._seq, when)
         heapq.heappush(self._due, (when, self._seq, action, key, uid))
 
@@ -135,14 +141,13 @@ class NodeAgent(StoreLoop):
         state = planned[0] if planned else None
         if meta.get("deletionTimestamp"):
             delay = self._termination_delay(pod)
-            if state != "finish" or time.monotonic() + delay < planned[2]:
+            if state != "finish" or self.store.clock() + delay < planned[2]:
                 self._plan(delay, "finish", key, meta["uid"])
             return
         phase = status.get("phase")
         if phase == "Pending" and state is None:
             self._plan(self.config.ready_delay, "start", key, meta["uid"])
         elif phase == "Running" and state in (None, "start"):
-            self._started_at.setdefault(key, time.monotonic())
             run = self._seconds(pod, RUN_SECONDS, self.config.run_time)
             if run is not None and run > 0 and spec.get("restartPolicy") != "Always":
                 self._plan(run, "complete", key, meta["uid"])
@@ -153,16 +158,24 @@ class NodeAgent(StoreLoop):
             self._plan_deadline(pod, key)   # activeDeadlineSeconds may have been lowered
 
     def _plan_deadline(self, pod: dict[str, Any], key: tuple[str, str]) -> None:
-        """Fail the running pod at startTime + activeDeadlineSeconds, unless something ends it first."""
+        """Fail the running pod at status.startTime + activeDeadlineSeconds, unless something ends it first.
+
+        pastActiveDeadline (pkg/kubelet/active_deadline.go): without a deadline or a startTime the pod
+        runs on; it is past its deadline once ``now - startTime >= activeDeadlineSeconds``. Called on
+        every event of a running pod, so the first check is the cheap one.
+        """
         deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
         if not isinstance(deadline, int) or isinstance(deadline, bool) or deadline == self._deadline.get(key):
             return
+        start = parse_time((pod.get("status") or {}).get("startTime"))
+        if start is None:
+            return
         self._deadline[key] = deadline
-        delay = max(0.0, self._started_at.get(key, time.monotonic()) + deadline - time.monotonic())
+        when = start + deadline
         planned = self._planned.get(key)
-        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= time.monotonic() + delay:
+        if planned is not None and planned[0] in ("complete", "deadline") and planned[2] <= when:
             return   # its run ends first (or an earlier deadline stands)
-        self._plan(delay, "deadline", key, pod["metadata"]["uid"])
+        self._plan_at(when, "deadline", key, pod["metadata"]["uid"])
 
     def _termination_delay(self, pod: dict[str, Any]) -> float:
         """Seconds from seeing a pod terminating to its final delete: never more than its grace period."""

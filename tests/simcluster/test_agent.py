@@ -11,13 +11,15 @@ pkg/controller/podgc marks them.
 
 The ``target`` fixture's agent uses ready_delay=0.1 s and
 termination_delay=0.1 s; tests that need another AgentConfig build their
-own SimCluster.
+own SimCluster. The activeDeadlineSeconds tests step an agent by hand over
+a store on a fake clock (``SteppedAgent``), so when a pod fails is exact.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from typing import Any, AsyncIterator, Callable
 
@@ -26,8 +28,11 @@ import orjson
 import pytest
 
 from bench.simcluster import SimCluster
-from bench.simcluster.agent import FAIL, NEVER_READY, PODS, RUN_SECONDS, TERMINATION_SECONDS, AgentConfig
-from tests.simcluster.conftest import Target, pod_body
+from bench.simcluster.agent import (DEADLINE_REASON, FAIL, NEVER_READY, NODES, PODS, RUN_SECONDS, TERMINATION_SECONDS,
+                                    AgentConfig, NodeAgent)
+from bench.simcluster.store import Store
+from bench.simcluster.tables import parse_time
+from tests.simcluster.conftest import Target, node_body, pod_body
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -315,51 +320,182 @@ async def test_a_delete_that_shortens_the_grace_period_shortens_the_wait(target)
 
 
 # ---------------------------------------------------------------------------- activeDeadlineSeconds
+#
+# When a pod ends is a matter of the store's clock, so these run the agent over a store of their own
+# on a clock only the test moves: no server, no machine time, nothing awaited (they are coroutines
+# only because this module's tests all run on the session loop). The one test on the running
+# cluster shows the wiring (the loop, the status written over the API), not the timing.
 
 
-async def test_a_running_pod_fails_with_deadline_exceeded_at_its_active_deadline(target):
+async def test_a_running_pod_fails_with_deadline_exceeded_on_the_running_cluster(target):
     target.only_sim(ONLY_SIM)
     [node] = await target.make_nodes(1)
     await bound_pod(target, "p", node, activeDeadlineSeconds=1, restartPolicy="Never")
     await wait_for(target, "p", phase_is("Running"))
-    running_at = time.monotonic()
-    pod = await wait_for(target, "p", phase_is("Failed", "Succeeded"))
-    assert time.monotonic() - running_at >= 0.8, "failed before its deadline"
-    assert pod["status"]["phase"] == "Failed"
-    assert pod["status"]["reason"] == "DeadlineExceeded"
-    assert pod["status"]["message"] == "Pod was active on the node longer than the specified deadline"
-    [cs] = pod["status"]["containerStatuses"]
-    assert "terminated" in cs["state"] and condition(pod, "Ready")["status"] == "False"
+    pod = await wait_for(target, "p", phase_is("Failed", "Succeeded"), timeout=4.0)
+    assert (pod["status"]["phase"], pod["status"]["reason"]) == ("Failed", DEADLINE_REASON)
 
 
-async def test_lowering_the_deadline_of_a_running_pod_ends_it_earlier(target):
-    target.only_sim(ONLY_SIM)
-    [node] = await target.make_nodes(1)
-    await bound_pod(target, "p", node, activeDeadlineSeconds=3600, restartPolicy="Never")
-    pod = await wait_for(target, "p", phase_is("Running"))
-    pod["spec"]["activeDeadlineSeconds"] = 1
-    r = await target.req("PUT", f"{pods_path(target.ns)}/p", pod)
-    assert r.status == 200, r.body
-    pod = await wait_for(target, "p", phase_is("Failed"), timeout=4.0)
-    assert pod["status"]["reason"] == "DeadlineExceeded"
+NS = "default"
+# a quarter past a second: startTime is stamped in whole seconds, and the deadline counts from it,
+# not from the moment the agent saw the pod running
+T0 = 1_700_000_000.25
 
 
-async def test_a_pod_whose_run_ends_before_its_deadline_succeeds(target):
-    target.only_sim(ONLY_SIM)
-    [node] = await target.make_nodes(1)
-    await bound_pod(target, "p", node, {RUN_SECONDS: "0.2"}, activeDeadlineSeconds=1, restartPolicy="Never")
-    pod = await wait_for(target, "p", phase_is("Succeeded", "Failed"))
-    assert pod["status"]["phase"] == "Succeeded" and "reason" not in pod["status"]
-    await asyncio.sleep(1.2)   # past the deadline: nothing is written over the finished pod
-    r = await target.req("GET", f"{pods_path(target.ns)}/p")
-    assert r.body["status"]["phase"] == "Succeeded"
+class Clock:
+    """The store's clock; only the test moves it."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
 
 
-async def test_a_pod_without_a_deadline_keeps_running(target):
-    target.only_sim(ONLY_SIM)
-    [node] = await target.make_nodes(1)
-    await bound_pod(target, "p", node, restartPolicy="Never")
-    await wait_for(target, "p", phase_is("Running"))
-    await asyncio.sleep(0.3)
-    r = await target.req("GET", f"{pods_path(target.ns)}/p")
-    assert r.body["status"]["phase"] == "Running"
+class SteppedAgent:
+    """A node agent over a store of its own with one node, stepped by hand on a fake clock."""
+
+    def __init__(self, config: AgentConfig = AgentConfig(ready_delay=1.0)) -> None:
+        self.config = config
+        self.clock = Clock(T0)
+        self.store = Store(clock=self.clock)
+        self.store.create(NODES, "", node_body("node-0"))
+        self.restart()
+
+    def restart(self) -> None:
+        """A fresh agent over the same store, as after a kubelet restart: it knows only what is stored."""
+        self.agent = NodeAgent(self.store, self.config)
+        self._cursors = self.agent._resync()
+
+    def at(self, when: float) -> None:
+        """Move the clock to ``when`` and run one tick of the agent (StoreLoop._run's body: take in, then act)."""
+        assert when >= self.clock.now
+        self.clock.now = when
+        self.agent._step(self._cursors)
+
+    def pod(self, name: str = "p") -> dict[str, Any]:
+        return self.store.get_obj(PODS, NS, name)
+
+    def phase(self, name: str = "p") -> str:
+        return self.pod(name)["status"]["phase"]
+
+    def run(self, name: str = "p", annotations: dict[str, str] | None = None, **spec: Any) -> float:
+        """Create and bind the pod, and tick until the agent has it Running; returns its status.startTime."""
+        body = pod_body(name, **spec)
+        body["metadata"]["annotations"] = annotations or {}
+        self.store.create(PODS, NS, body)
+        self.store.bind(NS, name, {"metadata": {"name": name}, "target": {"kind": "Node", "name": "node-0"}})
+        self.at(self.clock.now)                             # it sees the pod bound
+        self.at(self.clock.now + self.config.ready_delay)   # starts it
+        self.at(self.clock.now)                             # and takes in its Running status, planning its end
+        assert self.phase(name) == "Running"
+        return parse_time(self.pod(name)["status"]["startTime"])
+
+
+def assert_deadline_exceeded(pod: dict[str, Any]) -> None:
+    """Failed as the kubelet fails a pod past its activeDeadlineSeconds: the reason, its words, containers ended."""
+    status = pod["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "DeadlineExceeded")
+    assert status["message"] == "Pod was active on the node longer than the specified deadline"
+    [cs] = status["containerStatuses"]
+    assert "terminated" in cs["state"] and cs["ready"] is False, cs
+    assert condition(pod, "Ready")["status"] == condition(pod, "ContainersReady")["status"] == "False"
+
+
+@pytest.mark.parametrize("restart_policy", ["Never", "OnFailure", "Always"])
+async def test_a_running_pod_fails_with_deadline_exceeded_at_start_time_plus_its_deadline(restart_policy):
+    k = SteppedAgent()
+    start = k.run(activeDeadlineSeconds=30, restartPolicy=restart_policy)
+    k.at(start + 30 - 0.01)
+    assert k.phase() == "Running", "failed before startTime + activeDeadlineSeconds"
+    k.at(start + 30)
+    assert_deadline_exceeded(k.pod())
+
+
+async def test_a_pod_without_a_deadline_keeps_running():
+    k = SteppedAgent()
+    start = k.run(restartPolicy="Never")
+    for days in range(1, 8):
+        k.at(start + days * 86_400)
+    assert k.phase() == "Running"
+
+
+async def test_lowering_the_deadline_of_a_running_pod_ends_it_earlier():
+    k = SteppedAgent()
+    start = k.run(activeDeadlineSeconds=3600, restartPolicy="Never")
+    k.at(start + 5)
+    pod = k.pod()
+    pod["spec"]["activeDeadlineSeconds"] = 60   # the API lets it only go down
+    k.store.update(PODS, NS, "p", pod)
+    k.at(start + 60 - 0.01)
+    assert k.phase() == "Running"
+    k.at(start + 60)
+    assert_deadline_exceeded(k.pod())
+
+
+async def test_a_deadline_lowered_below_the_time_the_pod_has_run_ends_it_at_once():
+    k = SteppedAgent()
+    start = k.run(activeDeadlineSeconds=3600, restartPolicy="Never")
+    k.at(start + 120)
+    assert k.phase() == "Running"
+    pod = k.pod()
+    pod["spec"]["activeDeadlineSeconds"] = 60
+    k.store.update(PODS, NS, "p", pod)
+    k.at(start + 120 + k.config.tick)
+    assert_deadline_exceeded(k.pod())
+
+
+RUN_CASES = [
+    ("5", 10, "Succeeded", "a run shorter than the deadline Succeeds, and the deadline leaves it so"),
+    ("20", 10, "Failed", "a run longer than the deadline is cut short by it"),
+]
+
+
+@pytest.mark.parametrize("run_seconds,deadline,phase", [c[:3] for c in RUN_CASES], ids=[c[3] for c in RUN_CASES])
+async def test_whichever_of_run_time_and_deadline_comes_first_ends_the_pod(run_seconds, deadline, phase):
+    k = SteppedAgent()
+    start = k.run(annotations={RUN_SECONDS: run_seconds}, activeDeadlineSeconds=deadline, restartPolicy="Never")
+    k.at(start + min(float(run_seconds), deadline) + 1)
+    assert k.phase() == phase
+    ended = k.pod()
+    k.at(start + deadline + 60)
+    assert k.pod() == ended, "the finished pod was written again"
+    if phase == "Succeeded":
+        assert "reason" not in ended["status"]
+    else:
+        assert_deadline_exceeded(ended)
+
+
+async def test_a_pod_another_writer_ended_before_its_deadline_is_left_alone(caplog):
+    caplog.set_level(logging.WARNING, logger="simcluster.agent")
+    k = SteppedAgent()
+    start = k.run(activeDeadlineSeconds=30, restartPolicy="Never")
+    k.at(start + 10)
+    pod = k.pod()
+    pod["status"]["phase"] = "Succeeded"   # as a test playing the kubelet writes it
+    k.store.update(PODS, NS, "p", pod, "status")
+    ended = k.pod()
+    k.at(start + 30)
+    assert k.pod() == ended, "the deadline wrote over a pod that had already Succeeded"
+    assert not caplog.records, "the agent tried to (the store refuses a terminal phase's change)"
+
+
+async def test_a_pod_past_its_deadline_when_the_agent_restarts_fails_at_once():
+    k = SteppedAgent()
+    start = k.run(activeDeadlineSeconds=30, restartPolicy="Never")
+    k.clock.now = start + 300   # the agent was down
+    k.restart()
+    k.at(k.clock.now)
+    assert_deadline_exceeded(k.pod())
+
+
+async def test_a_pod_replaced_under_its_name_runs_to_its_own_deadline():
+    k = SteppedAgent()
+    first = k.run(activeDeadlineSeconds=30, restartPolicy="Never")
+    k.at(first + 10)
+    k.store.delete(PODS, NS, "p", grace=0)
+    second = k.run(activeDeadlineSeconds=30, restartPolicy="Never")
+    k.at(first + 30)
+    assert k.phase() == "Running", "failed at the first pod's deadline"
+    k.at(second + 30)
+    assert_deadline_exceeded(k.pod())
