@@ -9,8 +9,6 @@ the utilization (a share of the nodes' cpu, from the pods' own bind and delete t
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from bench.metrics import collect, utilization_during_gang_wait
