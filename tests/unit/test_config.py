@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from scheduler.config import (
-    API_VERSION, DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, KIND, UPSTREAM_DEFAULT_PLUGINS, LeaderElection, load_config,
-    parse_config, with_leader_election,
+    API_VERSION, DEFAULT_PLUGINS, DEFAULT_SCHEDULER_NAME, KIND, TANDEM_DEFAULT_PLUGINS, UPSTREAM_DEFAULT_PLUGINS,
+    UPSTREAM_GANG_PLUGINS, LeaderElection, load_config, parse_config, with_leader_election,
 )
 from scheduler.framework import ConfigError
 from scheduler.framework.interface import CONFIG_POINTS, check_extension_points
@@ -171,13 +171,15 @@ def test_default_profile_has_the_upstream_plugins_tandem_registers_in_upstream_o
 
 def test_the_upstream_default_plugins_are_what_kube_scheduler_1_36_writes(tmp_path: Path) -> None:
     """kube-scheduler --write-config-to: its defaulted multiPoint list for a profile that sets no plugins, without
-    its gang gates and with them (tandem's default set is the latter)."""
+    its gang gates and with them (tandem's default set is the latter, then tandem's own plugins)."""
+    assert DEFAULT_PLUGINS == UPSTREAM_DEFAULT_PLUGINS + UPSTREAM_GANG_PLUGINS + TANDEM_DEFAULT_PLUGINS
     binary = Path(os.environ.get("KUBEBUILDER_ASSETS", "")) / "kube-scheduler"
     if not os.environ.get("KUBEBUILDER_ASSETS") or not binary.is_file():
         pytest.skip("KUBEBUILDER_ASSETS has no kube-scheduler binary (../shared/realk8s/up.sh --assets prints one)")
     cfg = tmp_path / "in.yaml"
     cfg.write_text(f"apiVersion: {API_VERSION}\nkind: {KIND}\nleaderElection: {{leaderElect: false}}\n")
-    for gates, expected in (("", UPSTREAM_DEFAULT_PLUGINS), (GANG_GATES, DEFAULT_PLUGINS)):
+    with_gates = UPSTREAM_DEFAULT_PLUGINS + UPSTREAM_GANG_PLUGINS
+    for gates, expected in (("", UPSTREAM_DEFAULT_PLUGINS), (GANG_GATES, with_gates)):
         out = tmp_path / f"out{len(gates)}.yaml"
         # --master only satisfies the flag check; writing the configuration contacts no server, and
         # --secure-port=0 binds no port (another process may hold 10259)
