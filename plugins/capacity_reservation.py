@@ -19,7 +19,8 @@ resource cannot be allocated to other job") and with Slurm's deadline backfill:
   first wins, then the one with fewest. A topology gang plans in each domain of its key and keeps the best.
   The plan is checked member by member with every Filter, the awaited pods lifted off their nodes.
 * **Filter**: a pod of equal or lower priority, not of the unit, may go on a held node only if the unit
-  still fits there once the pods it waits for have ended (state/reservations.py), unless it *backfills*:
+  still fits there once the pods it waits for have ended (base + need + the pod within allocatable:
+  state/reservations.py), unless it *backfills*:
   its activeDeadlineSeconds from now ends before the unit's expected start (the latest end of those pods,
   unknown while one has no deadline). Turned away, it reads ``N node(s) had capacity reserved for pod group
   ns/big`` in upstream's FitError.
@@ -135,6 +136,8 @@ class CapacityReservation:
         """Is ``pod`` free of reservation ``r``'s charge: a member, a higher priority, or a backfill?"""
         if pod.uid in r.members or (pod.gang and pod.gang == r.key) or pod.priority > r.priority:
             return True
+        if r.key in self.handle.nominations.held.ignored:
+            return True   # a plan that replaces or displaces it is being checked
         return r.backfills(pod, self.handle.clock.wall())
 
     def filter(self, state: CycleState, pod: Pod, nodes: "NodeTable", rows: np.ndarray) -> FilterResult:
@@ -149,7 +152,7 @@ class CapacityReservation:
             if self.exempt(r, pod):
                 continue
             t = held.table(r, nodes)
-            if not len(t.rows) and not (pod.host_ports and r.ports):
+            if not len(t.rows):
                 continue
             at = np.searchsorted(rows, t.rows)
             at[at >= k] = 0
@@ -162,7 +165,7 @@ class CapacityReservation:
                     return FilterResult.all_pass(k)   # NodeResourcesFit refuses it everywhere, in its words
             width = len(vec)
             sel, idx = t.rows[hit], at[hit]
-            used = nodes.requested[sel, :width] + t.charge[hit, :width] + vec
+            used = t.charge[hit, :width] + vec   # in use once the awaited pods end, and this pod
             bad = (used > nodes.alloc[sel, :width]).any(axis=1)
             if pod.host_ports and r.ports:
                 # a member waits for a host port there: the pod may not take it either
@@ -223,9 +226,13 @@ class CapacityReservation:
             if not len(rows):
                 return None   # too big for every node it may use, even empty
             members.append((pod, state, rows, vec))
-        if domain_key:
-            return self._plan_domains(fw, members, domain_key)
-        return self._plan_in(fw, members, None)
+        saved, held.ignored = held.ignored, skip
+        try:
+            if domain_key:
+                return self._plan_domains(fw, members, domain_key)
+            return self._plan_in(fw, members, None)
+        finally:
+            held.ignored = saved
 
     def _plan_domains(self, fw: Any, members: list, domain_key: str) -> Plan | None:
         nodes = self.handle.nodes
@@ -272,7 +279,11 @@ class CapacityReservation:
         before = np.where((first > 0)[:, None], csum[np.maximum(first - 1, 0)], 0)
         within = csum - before                             # cumulative requests within each row, earliest end first
         pos = np.arange(len(slots)) - first                # a slot's position in its row
-        extra = np.zeros((nodes.cap, width), dtype=np.int64)
+        extra = np.zeros((nodes.cap, width), dtype=np.int64)   # room already promised on each row
+        promised = handle.nominations.plan(members[0][0], nodes)   # nominated pods of equal or higher priority
+        if promised is not None:
+            cols = min(width, promised.delta.shape[1])
+            extra[promised.rows, :cols] += promised.delta[:, :cols]
         taken = np.zeros(nodes.cap, dtype=np.int64)        # awaited pods per row so far
         plan = Plan({}, {})
         for pod, _, rows, vec in members:
@@ -311,6 +322,10 @@ class CapacityReservation:
         for row in np.flatnonzero(taken):
             sel = np.flatnonzero(srow == row)[: taken[row]]
             plan.awaited[nodes.names[int(row)]] = [(pt.uids[int(slots[i])], float(ends[i])) for i in sel]
+        if not plan.awaited:
+            # it fits now as far as running pods go: what blocked it is no pod's end (room promised to a
+            # nominated pod, say), so holding would only keep it and others waiting for nothing
+            return None
         return plan if self._holds(fw, members, plan) else None
 
     def _wait_for_ports(self, pod: Pod, rows: np.ndarray, slots: np.ndarray, srow: np.ndarray, ends: np.ndarray,

@@ -159,6 +159,11 @@ class Holding:
         for p in pods:
             if p.host_ports:
                 r.ports.setdefault(plan.nodes[p.uid], []).append(p)
+        for node in r.nodes:   # what stays on each held node once the awaited pods end
+            r.base[node] = {"pods": 0}
+            for other in self.cache.pods_on(node):
+                if other.uid not in awaited.get(node, {}):
+                    r.add_base(node, other, 1)
         held.hold(r)
         if old is None:
             self.clock.call_later(args.max_hold_seconds, self._expire_hold, r.key, r.started)

@@ -2,16 +2,19 @@
 
 A :class:`Reservation` is what CapacityReservation (plugins/capacity_reservation.py) planned for a blocked
 unit (a gang, or a single pod) that only capacity blocks: for each planned node, the members that will go
-there (their requests are the *need*) and the running pods the unit waits for there (the *awaited*: their
-requests free up when they end). The room a pod of equal or lower priority must leave on such a node is
+there (their requests are the *need*), the running pods the unit waits for there (the *awaited*: their
+requests free up when they end), and the requests of every other pod on the node (the *base*: what stays
+when the awaited pods have gone). A pod of equal or lower priority may go on such a node only if
 
-    charge = max(0, need - awaited still running)          (per resource column, pods count included)
+    base + need + its requests <= allocatable              (per resource column, pods count included)
 
-so a pod may go there only if the unit still fits once the awaited pods have ended; capacity the unit does
-not need stays usable. The charge moves with the cluster, in O(resources) per event, only on reserved
-nodes (:meth:`Reservations.placed`): an awaited pod that ends leaves the awaited sum, a member placed
-anywhere leaves the need, a pod that backfilled joins the awaited (it ends before the unit's expected
-start). The expected start is the latest ``startTime + activeDeadlineSeconds`` of the awaited pods, unknown
+that is, if the unit still fits once the awaited pods have ended; capacity the unit does not need stays
+usable. The sums move with the cluster, in O(resources) per event, only on reserved nodes
+(:meth:`Reservations.placed`): an awaited pod that ends leaves the awaited, any other pod placed or gone
+moves the base, a member placed leaves the need (and joins the base on its planned node), a pod that
+backfilled joins the awaited (it ends before the unit's expected start). The base is the account's own, not
+the node table's, so a what-if that takes pods off the table (preemption's dry run) cannot make held room
+look free to a pod the hold applies to. The expected start is the latest ``startTime + activeDeadlineSeconds`` of the awaited pods, unknown
 while one of them has no deadline.
 
 Reservations sit in :class:`~scheduler.state.nominations.Nominations` (``nominations.held``): preemption's
@@ -69,6 +72,7 @@ class Reservation:
     turned_away: set[str] = field(default_factory=set)   # pods the hold turned away (requeued when it ends)
     _expected: tuple[float, int, int] | None = None      # expected()'s answer until the awaited pods change
     ports: dict[str, list[Pod]] = field(default_factory=dict)   # node -> members with host ports planned there
+    base: dict[str, dict[str, int]] = field(default_factory=dict)  # node -> requests of its pods not awaited
 
     def awaited_changed(self) -> None:
         self._expected = None
@@ -109,6 +113,12 @@ class Reservation:
                 out["pods"] = out.get("pods", 0) + 1
         return out
 
+    def add_base(self, node: str, pod: Pod, sign: int) -> None:
+        amounts = self.base.setdefault(node, {})
+        for r, v in pod.requests.items():
+            amounts[r] = amounts.get(r, 0) + sign * v
+        amounts["pods"] = amounts.get("pods", 0) + sign
+
     def awaited_on(self, node: str) -> dict[str, int]:
         out: dict[str, int] = {}
         for req, _ in self.awaited.get(node, {}).values():
@@ -120,11 +130,11 @@ class Reservation:
 
 @dataclass(slots=True)
 class HeldTable:
-    """One reservation's charge on its nodes' rows, in the node table's columns."""
+    """One reservation's nodes' rows, and what is in use on each once the awaited pods have ended."""
 
     reservation: Reservation
     rows: np.ndarray                  # int64[k] (valid rows only)
-    charge: np.ndarray                # int64[k, R]
+    charge: np.ndarray                # int64[k, R]: base + need
 
 
 class Reservations:
@@ -141,6 +151,7 @@ class Reservations:
         self.replans: list[Reservation] = []           # ones a pod placed on their room may spoil (checked after the cycle)
         self.wall: Callable[[], float] | None = None   # the scheduler's clock.wall (None: nothing backfills)
         self.paused = False                            # a what-if moves pods (lift/restore): not a change here
+        self.ignored: frozenset[str] = frozenset()     # holds a plan being checked replaces or displaces
         self.to_show: list[Reservation] = []           # ones that turned a pod away in this cycle (Filter)
         self.placed_whole: list[Reservation] = []      # ones whose every member holds a node now
 
@@ -191,8 +202,7 @@ class Reservations:
     # ------------------------------------------------------------------ the cache's pod events
 
     def placed(self, pod: Pod, node: str, sign: int) -> None:
-        """A pod was charged to (1) or discharged from (-1) ``node``: a member leaves (or rejoins) the need, an
-        awaited pod that ends leaves the awaited sum, a pod that backfilled joins it. O(1) unless ``node`` is
+        """A pod was charged to (1) or discharged from (-1) ``node`` (module docstring). O(1) unless ``node`` is
         held or the pod is a member."""
         if self.paused:
             return
@@ -204,6 +214,8 @@ class Reservations:
                     self.placed_whole.append(r)
             elif pod.uid not in r.pending:
                 r.pending.add(pod.uid)   # a member given back (unreserved, its bind failed): needed again
+            if node in r.base:
+                r.add_base(node, pod, sign)
             self._changed()
             return
         r = self.on_node.get(node)
@@ -213,16 +225,19 @@ class Reservations:
         if sign < 0:
             if on is not None and on.pop(pod.uid, None) is not None:
                 r.awaited_changed()
-                self._changed()
+            else:
+                r.add_base(node, pod, -1)
+            self._changed()
             return
         wall = self.wall() if self.wall is not None else 0.0
         if pod.priority <= r.priority and self.wall is not None and r.backfills(pod, wall):
             r.awaited.setdefault(node, {})[pod.uid] = (dict(pod.requests), pod_end(pod, wall))
             r.awaited_changed()
             self.backfilled += 1
-            self._changed()
         else:
+            r.add_base(node, pod, 1)
             self.replans.append(r)   # it may have taken room the unit needs (a higher priority, another scheduler)
+        self._changed()
 
     def started(self, pod: Pod, node: str) -> None:
         """A placed pod's startTime or deadline changed: an awaited pod's end moves with it."""
@@ -236,7 +251,8 @@ class Reservations:
     # ------------------------------------------------------------------ what a cycle charges
 
     def table(self, r: Reservation, nodes: NodeTable) -> HeldTable:
-        """The reservation's charge per held row (cached until the account or the node table's rows move)."""
+        """Per held row, what is in use there once the awaited pods have ended: base + need (cached until the
+        account or the node table's rows move)."""
         basis = (id(nodes), nodes.layout, len(nodes.resources))
         if basis != self._basis:
             self._basis = basis
@@ -251,29 +267,26 @@ class Reservations:
             if row is None or not nodes.valid[row]:
                 continue
             vec = np.zeros(len(nodes.resources), dtype=np.int64)
-            for sign, amounts in ((1, r.need_on(node)), (-1, r.awaited_on(node))):
+            for amounts in (r.need_on(node), r.base.get(node, {})):
                 for name, v in amounts.items():
                     col = R_PODS if name == "pods" else index.get(name)
                     if col is not None:
-                        vec[col] += sign * v
-            np.maximum(vec, 0, out=vec)
-            if vec.any() or node in r.ports:
-                rows.append(row)
-                charges.append(vec)
+                        vec[col] += v
+            rows.append(row)
+            charges.append(vec)
         t = self._tables[r.key] = HeldTable(
             r, np.array(rows, dtype=np.int64),
             np.array(charges, dtype=np.int64).reshape(len(rows), len(nodes.resources)))
         return t
 
     def still_fits(self, r: Reservation, nodes: NodeTable) -> bool:
-        """Does the unit still fit on its nodes once the awaited pods end (room a higher-priority pod may have
-        taken)?"""
+        """Does the unit still fit on its nodes once the awaited pods end (room a higher-priority pod, or another
+        scheduler's, may have taken)?"""
         t = self.table(r, nodes)
         if not len(t.rows):
             return True
-        width = nodes.requested.shape[1]
-        used = nodes.requested[t.rows, :width] + t.charge[:, :width]
-        return bool((used <= nodes.alloc[t.rows, :width]).all())
+        width = min(t.charge.shape[1], nodes.alloc.shape[1])
+        return bool((t.charge[:, :width] <= nodes.alloc[t.rows, :width]).all())
 
     def held_requests(self) -> dict[str, int]:
         """Held capacity by resource: the pending members' requests, summed (the metric)."""

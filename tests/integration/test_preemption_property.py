@@ -46,7 +46,8 @@ than the longest backoff), the test's own Python checks:
     it holds capacity as the head of the line (it got a Reserved event), and
     no single pod is left pending that fits a node once every pod of lower
     priority there is gone (for preemptionPolicy Never: that fits as is),
-    unless capacity held for an older unit turned it away.
+    unless capacity held for an older unit turned it away or the node is
+    held for a pending pod of equal or higher priority.
 
 The same property for preemptor gangs, (f): a high-priority gang whose
 minMember members fit once every lower-priority pod is gone ends complete
@@ -533,6 +534,11 @@ def check_safety(o: Outcome) -> None:
             continue   # a gang's members may not fit one by one; held room is promised to an older unit
         room = o.rooms(lambda other: other.priority >= i.priority or i.never)
         fits = [n for n, r in room.items() if all(v <= r[k] for k, v in enumerate(i.want))]
+        # room held for a pending pod of equal or higher priority (it got a Reserved event and is nominated
+        # there) is not this pod's to take, by preemption or otherwise (README, No starvation)
+        held = {(p.get("status") or {}).get("nominatedNodeName") for u, p in o.pods.items()
+                if u in o.holding and not o.bound(u) and info[u].priority >= i.priority}
+        fits = [n for n in fits if n not in held]
         assert not fits, (f"(e) {i.name} (priority {i.priority}) is pending ({c['message']!r}) but fits on {fits} "
                           f"{'as is' if i.never else 'without its lower-priority pods'}{ctx}")
 
