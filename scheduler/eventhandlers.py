@@ -57,6 +57,8 @@ class EventHandlers:
 
         def _held_node_gone(self, name: str) -> None: ...
 
+        def _settle_holds(self) -> None: ...
+
     # ------------------------------------------------------------------ informer handlers (pods)
 
     def _group_changed(self, old: Pod | None, pod: Pod | None) -> None:
@@ -113,6 +115,8 @@ class EventHandlers:
                 # index keeps them until they are deleted
                 self.cache.finish_pod(pod)
                 self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+                if self.cache.nominations.held.room_free:
+                    self._settle_holds()   # a held unit's last awaited pod ended: its members go now
                 return
             was_cached = self.cache.where(pod.uid) is not None
             self.cache.update_pod(pod)
@@ -155,6 +159,8 @@ class EventHandlers:
         if self.cache.where(pod.uid) is not None or self.cache.runs.is_finished_member(pod.uid):
             self.cache.remove_pod(pod)
             self.queue.on_event(ClusterEvent(Resource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"), old, None)
+            if self.cache.nominations.held.room_free:
+                self._settle_holds()   # a held unit's last awaited pod ended: its members go now
 
     def _forget_unbound(self, pod: Pod) -> None:
         self.queue.delete(pod.uid)

@@ -185,6 +185,11 @@ class Holding:
             for r in done:
                 if held.by_key.get(r.key) is r and not r.pending:
                     self._end_hold(r, FULFILLED)
+        if held.room_free:
+            free, held.room_free = held.room_free, []
+            for r in {id(r): r for r in free}.values():
+                if held.by_key.get(r.key) is r and r.pending:
+                    self._activate(sorted(r.pending))   # not after their backoff: the held room is theirs now
         if held.replans:
             spoiled, held.replans = held.replans, []
             for r in {id(r): r for r in spoiled}.values():

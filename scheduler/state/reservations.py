@@ -154,6 +154,7 @@ class Reservations:
         self.ignored: frozenset[str] = frozenset()     # holds a plan being checked replaces or displaces
         self.to_show: list[Reservation] = []           # ones that turned a pod away in this cycle (Filter)
         self.placed_whole: list[Reservation] = []      # ones whose every member holds a node now
+        self.room_free: list[Reservation] = []         # ones whose awaited pods have all ended
 
     def __bool__(self) -> bool:
         return bool(self.by_key)
@@ -225,6 +226,8 @@ class Reservations:
         if sign < 0:
             if on is not None and on.pop(pod.uid, None) is not None:
                 r.awaited_changed()
+                if not any(r.awaited.values()):
+                    self.room_free.append(r)   # every pod it waited for has ended: its members go now
             else:
                 r.add_base(node, pod, -1)
             self._changed()

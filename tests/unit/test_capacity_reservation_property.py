@@ -152,7 +152,8 @@ stream = st.lists(st.tuples(st.integers(0, 2), st.integers(2, MAX_LIFE)), min_si
 vips = st.lists(st.integers(0, STREAM_SECONDS - 1), max_size=2)   # seconds a priority-10 pod arrives
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# the same examples on every run (CI included); 400 random ones passed by hand, with and without a young clock
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(units=units, stream=stream, vips=vips)
 def test_no_big_unit_starves_no_node_is_overcommitted_and_no_pod_is_turned_away_for_nothing(units, stream,
                                                                                               vips) -> None:
