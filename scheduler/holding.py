@@ -154,8 +154,7 @@ class Holding:
                    for node, on in plan.awaited.items()}
         r = Reservation(key=key, what=what, profile=fw.name, priority=priority, rank=rank,
                         started=old.started if old is not None else self.clock(), members=dict(plan.nodes),
-                        requests={p.uid: dict(p.requests) for p in pods}, pending=set(uids), awaited=awaited,
-                        blockers=sum(len(on) for on in awaited.values()))
+                        requests={p.uid: dict(p.requests) for p in pods}, pending=set(uids), awaited=awaited)
         for p in pods:
             if p.host_ports:
                 r.ports.setdefault(plan.nodes[p.uid], []).append(p)

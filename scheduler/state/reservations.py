@@ -65,7 +65,6 @@ class Reservation:
     requests: dict[str, dict[str, int]]   # uid -> its requests (the need while it is not placed)
     pending: set[str]                 # members not placed yet: their requests are the need
     awaited: dict[str, dict[str, tuple[dict[str, int], float]]]   # node -> uid -> (requests, end)
-    blockers: int = 0                 # awaited pods planned (for the Reserved event)
     shown: bool = False               # the hold has turned a pod away: members nominated, Reserved event sent
     note: str = ""                    # the last Reserved note sent
     stale: bool = False               # the plan no longer holds: the unit plans again at its next attempt
@@ -118,14 +117,6 @@ class Reservation:
         for r, v in pod.requests.items():
             amounts[r] = amounts.get(r, 0) + sign * v
         amounts["pods"] = amounts.get("pods", 0) + sign
-
-    def awaited_on(self, node: str) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for req, _ in self.awaited.get(node, {}).values():
-            for r, v in req.items():
-                out[r] = out.get(r, 0) + v
-            out["pods"] = out.get("pods", 0) + 1
-        return out
 
 
 @dataclass(slots=True)

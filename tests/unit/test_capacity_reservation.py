@@ -83,6 +83,17 @@ class Cluster:
         return new
 
 
+def profile(plugins: dict[str, Any] | None = None, plugin_config: list[dict[str, Any]] | None = None) -> Any:
+    """tandem's default profile with ``plugins`` and ``pluginConfig`` set."""
+    prof: dict[str, Any] = {"schedulerName": "tandem-scheduler"}
+    if plugins:
+        prof["plugins"] = plugins
+    if plugin_config:
+        prof["pluginConfig"] = plugin_config
+    return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                         "profiles": [prof]})
+
+
 def full_nodes(c: Cluster, count: int = 4, deadline: int | None = 30) -> None:
     """``count`` 4-cpu nodes, each full with four 1-cpu pods; the k-th pod of node i ends after (i+k) * 10 s
     (given a deadline), so n0's pods end first."""
@@ -285,10 +296,7 @@ async def test_a_gang_of_four_whole_nodes_holds_four_nodes_and_binds_whole(env) 
 
 
 async def test_a_hold_expires_after_max_hold_seconds_and_the_unit_goes_to_the_back_of_its_priority() -> None:
-    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                        "profiles": [{"schedulerName": "tandem-scheduler", "pluginConfig": [
-                            {"name": "CapacityReservation", "args": {"maxHoldSeconds": 5}}]}]})
-    env = InProcess(cfg)
+    env = InProcess(profile(plugin_config=[{"name": "CapacityReservation", "args": {"maxHoldSeconds": 5}}]))
     env.start()
     try:
         c = Cluster(env)
@@ -306,10 +314,7 @@ async def test_a_hold_expires_after_max_hold_seconds_and_the_unit_goes_to_the_ba
 
 
 async def test_a_profile_that_disables_the_plugin_holds_nothing() -> None:
-    cfg = parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                        "profiles": [{"schedulerName": "tandem-scheduler", "plugins": {
-                            "multiPoint": {"disabled": [{"name": "CapacityReservation"}]}}}]})
-    env = InProcess(cfg)
+    env = InProcess(profile(plugins={"multiPoint": {"disabled": [{"name": "CapacityReservation"}]}}))
     env.start()
     try:
         c = Cluster(env)
