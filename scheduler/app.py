@@ -269,6 +269,8 @@ class App:
                 self._leading_tasks.append(asyncio.create_task(plugin.run(), name=f"plugin-{plugin.NAME}"))
         if self.pod_group_controller is not None:
             self._leading_tasks.append(asyncio.create_task(self.pod_group_controller.run(), name="podgroup-status"))
+        if sched.rebalancer:
+            self._leading_tasks.append(asyncio.create_task(sched.rebalancer.run(), name="consolidation"))
         self._loop_task = asyncio.create_task(sched.run(), name="tandem-scheduling-loop")
         self._loop_task.add_done_callback(lambda _: self._done.set())
         log.info("scheduling for %s", ", ".join(p.scheduler_name for p in self.config.profiles))

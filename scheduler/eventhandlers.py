@@ -32,6 +32,9 @@ from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
 from scheduler.state.cache import Cache
 
+if TYPE_CHECKING:
+    from scheduler.consolidation import Rebalancer
+
 log = logging.getLogger("tandem.scheduler")
 
 PRIORITY_CLASS = "PriorityClass"   # the cluster event resource of scheduling.k8s.io/v1 PriorityClasses
@@ -47,6 +50,7 @@ class EventHandlers:
     group_listeners: list[Callable[[str], None]]
     priority_classes: set[str] | None
     pdbs: dict[str, Any]
+    rebalancer: "Rebalancer"
     _conditions: dict[str, tuple[str, str]]
     _sort_failures: dict[str, str]
     reports: PreEnqueueReports
@@ -93,6 +97,8 @@ class EventHandlers:
             nominations.clear(pod.uid)   # someone cleared it in the API
         if nominations.held.member_of and pod.uid in nominations.held.member_of:
             self._held_pod_changed(old, pod)   # a held unit's member changed (holding.py)
+        if self.cache.moves.replacements and pod.uid in self.cache.moves.replacements:
+            self.rebalancer.replacement_changed(pod, pod.uid)   # a moved pod's replacement bound, or Ready
         return pod, old
 
     def on_pod_add(self, obj: dict[str, Any]) -> None:
@@ -152,6 +158,8 @@ class EventHandlers:
         self.reports.forget(pod.uid)
         if self.cache.nominations.held.member_of and pod.uid in self.cache.nominations.held.member_of:
             self._held_pod_changed(old, None)   # a held unit's member was deleted (holding.py)
+        if self.cache.moves.replacements and pod.uid in self.cache.moves.replacements:
+            self.rebalancer.replacement_changed(None, pod.uid)
         if self.cache.nominations:
             self.cache.nominations.clear(pod.uid)
         self._forget_unbound(pod)

@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from scheduler.framework.runtime import Framework
+from scheduler.consolidation.planner import Unit
 from scheduler.observe import exponential_buckets
 from scheduler.model import NATIVE_KEY_PREFIX, Pod
 from scheduler.queue import QueuedPodInfo
 from scheduler.state.reservations import ENDED, EXPIRED, FULFILLED, REPLANNED, Reservation
 
 if TYPE_CHECKING:
+    from scheduler.consolidation import Rebalancer
     from scheduler.framework.clock import Clock
     from scheduler.state.cache import Cache
 
@@ -49,6 +52,14 @@ def hold_note(r: Reservation, wall: float) -> str:
         return (f"{head}: waiting for {count} running pod(s) to end, expected start unknown: {unknown} of them "
                 f"have no activeDeadlineSeconds")
     return f"{head}: waiting for {count} running pod(s) to end, expected in {max(0, math.ceil(start - wall))}s"
+
+
+@dataclass(slots=True)
+class HoldPlan:
+    """A plan made elsewhere (Consolidation's defragment): uid -> node, node -> [(awaited uid, end)]."""
+
+    nodes: dict[str, str]
+    awaited: dict[str, list[tuple[str, float]]]
 
 
 class HoldMetrics:
@@ -84,6 +95,7 @@ class Holding:
     _back_of_line: dict[str, float]
     _held_resources: set[str]
     _held_published: int
+    rebalancer: Rebalancer
 
     if TYPE_CHECKING:
         def _set_nomination(self, pod: Pod, node: str) -> None: ...
@@ -111,6 +123,10 @@ class Holding:
 
     def _hold(self, fw: Framework, key: str, what: str, pods: list[Pod], priority: int, created: float,
               seen: float, domain_key: str = "") -> None:
+        if self.rebalancer:   # Consolidation's defragment serves the same head of the line (consolidation/)
+            rank = (-priority, self._back_of_line.get(key, created), seen, key)
+            self.rebalancer.blocked(fw, Unit(key, what, [p.uid for p in pods], priority, rank, domain_key,
+                                             created, seen))
         plugin = fw.plugins.get(PLUGIN)
         if plugin is None:
             return
@@ -119,13 +135,40 @@ class Holding:
         except Exception:  # a bug in holding must not cost the unit its report (already sent) or the loop
             log.exception("holding capacity for %s failed", what)
 
+    def _hold_defragmented(self, fw: Framework, unit: Unit, plan: Any) -> None:
+        """A defragment plan opens room for ``unit``: with CapacityReservation, the unit holds that room (its
+        planned nodes, waiting for the pods the plan moves off them), so nothing else takes it meanwhile."""
+        plugin = fw.plugins.get(PLUGIN)
+        pods = [p for p in (self.pods.get(uid) for uid in unit.uids)
+                if p is not None and not p.node_name and not self.cache.where(p.uid)]
+        if plugin is None or not pods:
+            return
+        wall = self.clock.wall()
+        awaited: dict[str, list[tuple[str, float]]] = {}
+        for pod, source, _ in plan.moves:
+            if source in plan.members.values():
+                awaited.setdefault(source, []).append((pod.uid, wall))
+        hold = HoldPlan(dict(plan.members), awaited)
+        try:
+            self._hold_unit(fw, plugin, unit.key, unit.what, pods, unit.priority, unit.created, unit.seen,
+                            unit.domain_key, hold)
+        except Exception:
+            log.exception("holding defragmented capacity for %s failed", unit.what)
+
+    def _unhold(self, key: str) -> None:
+        """A defragment plan for unit ``key`` failed part-way: its hold plans again at its next attempt."""
+        r = self.cache.nominations.held.by_key.get(key)
+        if r is not None:
+            r.stale = True
+            self._activate(sorted(r.pending))
+
     def _hold_unit(self, fw: Framework, plugin: Any, key: str, what: str, pods: list[Pod], priority: int,
-                   created: float, seen: float, domain_key: str) -> None:
+                   created: float, seen: float, domain_key: str, given: Any = None) -> None:
         held = self.cache.nominations.held
         args = plugin.args
         old = held.by_key.get(key)
         uids = {p.uid for p in pods}
-        if old is not None and not old.stale and old.pending == uids and old.priority == priority:
+        if given is None and old is not None and not old.stale and old.pending == uids and old.priority == priority:
             if old.shown:   # it keeps its nodes; the attempt's report may have cleared the nomination
                 for pod in pods:
                     self._set_nomination(pod, old.members[pod.uid])
@@ -141,7 +184,7 @@ class Holding:
             if not rank < worst.rank:
                 return   # behind every holder: it waits its turn (it may become the head when one ends)
             displaced = [worst]
-        plan = plugin.plan(fw, pods, domain_key, frozenset({key, *(d.key for d in displaced)}))
+        plan = given or plugin.plan(fw, pods, domain_key, frozenset({key, *(d.key for d in displaced)}))
         if plan is None:
             if old is not None:
                 self._end_hold(old, ENDED)   # no longer eligible (what blocks it is no longer only capacity)

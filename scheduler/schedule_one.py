@@ -46,6 +46,7 @@ from scheduler.state.reservations import CAPACITY_FILTERS, ENDED, Reservation
 from scheduler.state.cache import Cache
 
 if TYPE_CHECKING:
+    from scheduler.consolidation import Rebalancer
     from scheduler.executor import Preemption
 
 log = logging.getLogger("tandem.scheduler")
@@ -111,6 +112,7 @@ class ScheduleOne:
     priority_classes: set[str] | None
     metrics: Any
     preemption: Preemption
+    rebalancer: "Rebalancer"
     rng: random.Random
     next_start: int
     _in_group: bool                    # a group cycle is under way: its gang holds capacity as one unit
@@ -163,6 +165,8 @@ class ScheduleOne:
         try:
             if self._unusable(fw, qi, a):
                 return a
+            if self.cache.moves.awaiting:
+                self.rebalancer.steer(pod)   # a moved pod's replacement: nominated to its planned node
             state = a.state = CycleState()
             rows, st, diag = fw.run_pre_filter(state, pod)
             a.diag = diag

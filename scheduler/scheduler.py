@@ -42,6 +42,7 @@ from typing import Any, Awaitable, Callable
 
 from scheduler.binding import Binding, GangBind
 from scheduler.config import SchedulerConfig
+from scheduler.consolidation import Rebalancer
 from scheduler.eventhandlers import EventHandlers
 from scheduler.framework.clock import Clock
 from scheduler.framework.handle import Handle
@@ -91,6 +92,9 @@ class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
                             activate=self._activate, spread_selectors=self.spread_selectors,
                             preemption=self.preemption, pdbs=self.pdbs, seed=seed)
             self.frameworks[profile.scheduler_name] = Framework(profile, handle, metrics)
+        # the rebalancer of the profiles that enable Consolidation (scheduler/consolidation/; empty otherwise)
+        self.rebalancer = Rebalancer(self.frameworks, self.cache, self.pods, client, events, self.clock, metrics,
+                                     self._spawn, self._hold_defragmented, self._unhold)
         first = next(iter(self.frameworks.values()))
         hints = {name: {} for name in self.frameworks}
         for name, fw in self.frameworks.items():

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from scheduler.state.cache import Cache, PodState
     from scheduler.state.disks import DiskIndex
     from scheduler.state.gangs import GangIndex
+    from scheduler.state.moves import Moves
     from scheduler.state.nominations import Nominations
     from scheduler.state.runs import RunIndex
     from scheduler.state.spreadselectors import SpreadSelectors
@@ -240,6 +241,11 @@ class Handle:
     def nominations(self) -> "Nominations":
         """Pods nominated to a node by preemption (read-only here: the executor nominates)."""
         return self._cache.nominations
+
+    @property
+    def moves(self) -> "Moves":
+        """The rebalancer's moves: the nodes an owner's pods may not go back to (read-only here)."""
+        return self._cache.moves
 
     @property
     def claim_users(self) -> Mapping[str, int]:

@@ -30,6 +30,7 @@ from scheduler.model import Node, Pod, pvc_volume_claim_keys
 from scheduler.state.attach import Attachments
 from scheduler.state.disks import DiskIndex
 from scheduler.state.gangs import GangIndex
+from scheduler.state.moves import Moves
 from scheduler.state.nominations import Nominations
 from scheduler.state.runs import RunIndex
 from scheduler.state.volumes import Volumes
@@ -58,6 +59,7 @@ class Cache:
         self.counts = PodCounts(self.nodes)
         self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)
         self.nominations = Nominations()                  # pods nominated to a node by preemption
+        self.moves = Moves()                              # the rebalancer's moves and their steering (moves.py)
         # "ns/claim" -> placed pods whose persistentVolumeClaim volumes use it (upstream's PVCRefCounts,
         # IsPVCUsedByPods), for VolumeRestrictions' ReadWriteOncePod check
         self.claim_users: dict[str, int] = {}
