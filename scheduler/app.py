@@ -230,6 +230,14 @@ class App:
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)
+        if sched.rebalancer:
+            # Consolidation moves a Job's pods only if its podFailurePolicy ignores DisruptionTarget
+            reb = sched.rebalancer
+            jobs = Informer(self.client, "/apis/batch/v1/jobs", name="jobs", clock=clock,
+                            on_add=reb.on_job, on_update=lambda old, new: reb.on_job(new),
+                            on_delete=lambda obj: reb.on_job(None, obj))
+            if await self._lists(jobs.path):
+                self.informers.append(jobs)
         # everything else first and synced, so the first pods see the whole cluster, their priority
         # classes and PodGroups (no spurious "PodGroup not found" after a restart); then pods
         for inf in self.informers:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
 
@@ -41,6 +42,8 @@ PREFER_NO_EVICTION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 MOVABLE_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
 DAEMON_KINDS = frozenset({"DaemonSet"})        # pods that stay on an emptied node (a node agent's)
 SPREAD_FILTERS = frozenset({"PodTopologySpread", "InterPodAffinity"})
+
+EMPTY: Mapping[str, bool] = MappingProxyType({})
 
 DEFRAGMENT, COMPACT, SPREAD = "defragment", "compact", "spread"
 
@@ -76,15 +79,16 @@ class Plan:
     gain: float = 0.0
 
 
-def movable(pod: Pod, profile: str, now_wall: float, min_age: float) -> bool:
-    """May the rebalancer move ``pod``? Running, of the profile, controlled by a ReplicaSet or StatefulSet,
-    not in a gang, not annotated prefer-no-eviction, at least ``min_age`` seconds old."""
+def movable(pod: Pod, profile: str, now_wall: float, min_age: float, jobs: Mapping[str, bool] = EMPTY) -> bool:
+    """May the rebalancer move ``pod``? Running, of the profile, controlled by a ReplicaSet or StatefulSet (or by a
+    Job whose podFailurePolicy ignores DisruptionTarget: ``jobs``), not in a gang, not annotated
+    prefer-no-eviction, at least ``min_age`` seconds old."""
     if pod.scheduler_name != profile or pod.deleting or pod.phase != "Running" or pod.gang:
         return False
     if PREFER_NO_EVICTION in pod.annotations:
         return False
     c = controller_of(pod)
-    if c is None or c[0] not in MOVABLE_KINDS:
+    if c is None or (c[0] not in MOVABLE_KINDS and not (c[0] == "Job" and jobs.get(c[2], False))):
         return False
     return min_age <= 0 or now_wall - pod.created >= min_age
 
@@ -146,7 +150,7 @@ class Planner:
     # ------------------------------------------------------------------ shared
 
     def can_move(self, pod: Pod) -> bool:
-        if not movable(pod, self.fw.name, self.now, self.args.min_pod_age_seconds):
+        if not movable(pod, self.fw.name, self.now, self.args.min_pod_age_seconds, self.cache.moves.jobs):
             return False
         c = controller_of(pod)
         return c is not None and c[2] not in self.blocked and not self.cache.is_assumed(pod.uid)

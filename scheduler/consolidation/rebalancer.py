@@ -37,6 +37,7 @@ from scheduler.apiclient import NO_RETRY, APIError, Conflict, NotFound, TooManyR
 from scheduler.consolidation.planner import COMPACT, DEFRAGMENT, SPREAD, Plan, Planner, Unit, WhatIf, replacement
 from scheduler.model import Pod
 from scheduler.observe import exponential_buckets
+from scheduler.state.moves import disruption_ignored
 from scheduler.state.moves import ABORTED, DONE, EVICTED, EVICTING, IN_FLIGHT, PLACED, STEER_TTL_SECONDS, Move
 
 if TYPE_CHECKING:
@@ -162,6 +163,16 @@ class Rebalancer:
                             pod.node_name, m.target)
         if pod.node_name and _ready(pod):
             self._finish(m, DONE)
+
+    def on_job(self, obj: dict[str, Any] | None, old: dict[str, Any] | None = None) -> None:
+        """The Job informer: which Jobs' pods may move (their podFailurePolicy ignores DisruptionTarget)."""
+        if obj is None:
+            uid = ((old or {}).get("metadata") or {}).get("uid", "")
+            self.moves.jobs.pop(uid, None)
+            return
+        uid = (obj.get("metadata") or {}).get("uid", "")
+        if uid:
+            self.moves.jobs[uid] = disruption_ignored(obj)
 
     # ------------------------------------------------------------------ the loop
 

@@ -58,6 +58,9 @@ class Moves:
         self.avoid: dict[str, dict[str, float]] = {}      # owner uid -> source node -> until (clock time)
         self.replacements: dict[str, Move] = {}           # replacement pod uid -> its move, until Ready
         self.moving: dict[str, Move] = {}                 # uid of a pod planned or being evicted -> its move
+        # Job uid -> whether its podFailurePolicy ignores DisruptionTarget (its pods may move), from the Job
+        # informer the App runs while a profile enables Consolidation
+        self.jobs: dict[str, bool] = {}
         self.version = 0
 
     def __bool__(self) -> bool:
@@ -120,3 +123,22 @@ class Moves:
             if not q:
                 del self.awaiting[m.owner_uid]
         self.version += 1
+
+
+def disruption_ignored(job: dict) -> bool:
+    """Does a Job's ``spec.podFailurePolicy`` ignore a pod failed by an eviction (condition DisruptionTarget)?
+    Its rules are tried in order and the first that matches decides: an ``onPodConditions`` rule naming
+    DisruptionTarget (status True, the default) decides by its action (Ignore: the pod does not count against
+    ``backoffLimit``); an ``onExitCodes`` rule before it might match the evicted container's exit code, so it
+    decides no."""
+    policy = (job.get("spec") or {}).get("podFailurePolicy") or {}
+    for rule in policy.get("rules") or ():
+        if not isinstance(rule, dict):
+            return False
+        if rule.get("onExitCodes"):
+            return False
+        for cond in rule.get("onPodConditions") or ():
+            if isinstance(cond, dict) and cond.get("type") == "DisruptionTarget" \
+                    and cond.get("status", "True") == "True":
+                return rule.get("action") == "Ignore"
+    return False

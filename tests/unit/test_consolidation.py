@@ -326,3 +326,44 @@ def test_args_are_validated() -> None:
     cfg = config({"intervalSeconds": 5, "minPodAgeSeconds": 0})
     args = cfg.profiles[0].plugin_args["Consolidation"]
     assert args.interval_seconds == 5 and args.min_pod_age_seconds == 0 and args.defragment
+
+
+@pytest.mark.parametrize("rules, ignored", [
+    ([], False),
+    ([{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}], True),
+    ([{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}], True),
+    ([{"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]}], False),
+    ([{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "False"}]}], False),
+    # an exit-code rule first may match the evicted container's exit code: it decides, so the pod may not move
+    ([{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},
+      {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}], False),
+    ([{"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue"}]},
+      {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}], True),
+])
+def test_a_jobs_pods_move_only_when_its_pod_failure_policy_ignores_disruption(rules: list, ignored: bool) -> None:
+    from scheduler.state.moves import disruption_ignored
+    job = {"spec": {"podFailurePolicy": {"rules": rules}}} if rules else {"spec": {}}
+    assert disruption_ignored(job) is ignored
+
+
+@pytest.mark.parametrize("ignores", [True, False])
+async def test_job_pods_are_compacted_only_if_their_job_ignores_disruption(ignores: bool) -> None:
+    env, c, task = await started(config({"defragment": False,
+                                         "compact": {"enabled": True, "thresholds": {"cpu": 50}}}))
+    try:
+        rule = {"action": "Ignore" if ignores else "Count", "onPodConditions": [{"type": "DisruptionTarget"}]}
+        env.s.rebalancer.on_job({"metadata": {"uid": "job-uid"}, "spec": {"podFailurePolicy": {"rules": [rule]}}})
+        env.node("n0", cpu="4")
+        env.node("n1", cpu="4")
+        for node in ("n0", "n1"):
+            name = c.running("work", node)
+            obj = env.api.objects[c.path(name)]
+            new = copy.deepcopy(obj)
+            new["metadata"]["ownerReferences"] = [{"apiVersion": "batch/v1", "kind": "Job", "name": "work",
+                                                   "uid": "job-uid", "controller": True}]
+            env.api.objects[c.path(name)] = new
+            env.s.on_pod_update(obj, new)
+        await run_for(env, 20)
+        assert len(c.evictions) == (1 if ignores else 0)
+    finally:
+        await finish(env, task)
