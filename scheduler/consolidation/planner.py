@@ -52,6 +52,7 @@ MAX_NODE_CANDIDATES = 8        # nodes tried per member of a defragmented unit
 MAX_COMPACT_SOURCES = 32       # nodes one compaction pass tries to empty
 MAX_PODS_TO_EMPTY = 16         # pods on a node compaction empties
 MAX_SPREAD_CHECKS = 256        # pods one respread pass looks at
+MAX_SPREAD_VIOLATORS = 32      # violating pods one respread plan moves or checks again after each move
 
 
 @dataclass
@@ -243,24 +244,15 @@ class Planner:
             if not len(rows):
                 return None   # nothing to gain: no node takes it even empty
             members.append((pod, rows, vec))
-        # the movable pods, per row, largest first
-        movable_on: dict[int, list[Pod]] = {}
-        for uid, st in cache.pods.items():
-            if not st.assumed and self.can_move(st.pod):
-                row = nodes.row(st.node)
-                if row is not None:
-                    movable_on.setdefault(row, []).append(st.pod)
-        for lst in movable_on.values():
-            lst.sort(key=lambda p: (-p.requests.get("cpu", 0), -p.requests.get("memory", 0), p.uid))
         held_now = cache.nominations.held.by_key.get(unit.key)
         prefer = {nodes.row(n) for n in held_now.nodes} if held_now is not None else set()
         w = WhatIf(cache)
         try:
-            return self._defragment(w, unit, members, movable_on, prefer)
+            return self._defragment(w, unit, members, MovableOn(self), prefer)
         finally:
             w.undo()
 
-    def _defragment(self, w: WhatIf, unit: Unit, members: list, movable_on: dict[int, list[Pod]],
+    def _defragment(self, w: WhatIf, unit: Unit, members: list, movable_on: "MovableOn",
                     prefer: set) -> Plan | None:
         nodes = self.nodes
         width = len(nodes.resources)
@@ -270,10 +262,12 @@ class Planner:
         need = np.zeros((nodes.cap, width), dtype=np.int64)   # members' requests per row so far
         gone: set[str] = set()
         for pod, rows, vec in members:
-            free = nodes.alloc[rows, :width] - nodes.requested[rows, :width] - need[rows]
+            alloc = nodes.alloc[rows, :width]
+            free = alloc - nodes.requested[rows, :width] - need[rows]
             deficit = np.maximum(vec - free, 0)
+            share = (deficit / np.maximum(alloc, 1)).sum(axis=1)   # what must go, as shares of each node
             options: list[tuple[int, int, int, int, list[Pod]]] = []
-            for i in np.argsort(deficit.sum(axis=1), kind="stable")[: 4 * MAX_NODE_CANDIDATES]:
+            for i in np.argsort(share, kind="stable")[: 4 * MAX_NODE_CANDIDATES]:
                 row = int(rows[i])
                 d = deficit[i]
                 if not d.any():
@@ -281,7 +275,7 @@ class Planner:
                     continue
                 take: list[Pod] = []
                 covered = np.zeros(width, dtype=np.int64)
-                for p in movable_on.get(row, ()):
+                for p in movable_on.get(row):
                     if p.uid in gone:
                         continue
                     take.append(p)
@@ -455,6 +449,7 @@ class Planner:
         the number of violating pods among ``violators`` and those like them."""
         if not violators:
             return None
+        violators = violators[:MAX_SPREAD_VIOLATORS]
         w = WhatIf(self.cache)
         moves: list[tuple[Pod, str, str]] = []
         try:
@@ -463,7 +458,8 @@ class Planner:
             while remaining and len(moves) < MAX_MOVES:
                 pod = remaining[0]
                 mark = w.mark()
-                if not w.lift(pod.uid):
+                now = self.cache.pods.get(pod.uid)
+                if now is None or now.node != pod.node_name or not w.lift(pod.uid):
                     remaining.pop(0)
                     continue
                 q = replacement(pod)
@@ -504,6 +500,24 @@ class Planner:
             return not len(self.feasible(replacement(pod), SPREAD_FILTERS, np.array([row], dtype=np.int64)))
         finally:
             w.rollback(mark)
+
+
+class MovableOn:
+    """The movable pods on a row, largest first, read from the cache the first time a plan asks for that row."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.rows: dict[int, list[Pod]] = {}
+
+    def get(self, row: int) -> list[Pod]:
+        got = self.rows.get(row)
+        if got is None:
+            p = self.planner
+            name = p.nodes.names[row]
+            got = sorted((pod for pod in p.cache.pods_on(name) if p.can_move(pod)),
+                         key=lambda q: (-q.requests.get("cpu", 0), -q.requests.get("memory", 0), q.uid))
+            self.rows[row] = got
+        return got
 
 
 def _daemon(p: Pod) -> bool:

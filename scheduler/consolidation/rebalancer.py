@@ -50,6 +50,7 @@ log = logging.getLogger("tandem.consolidation")
 PLUGIN = "Consolidation"
 MAX_TRIES = 10              # evictions of one move refused (429) before the move is given up
 FIRST_RETRY_SECONDS = 1.0   # the first wait after a 429 (doubled each time, at most intervalSeconds)
+SPREAD_CHUNK = 16           # pods spread checks between yields to the loop
 REASONS = {DEFRAGMENT: "Defragment", COMPACT: "Compact", SPREAD: "Respread"}
 
 
@@ -186,7 +187,9 @@ class Rebalancer:
         while True:
             for name in self.profiles:
                 try:
-                    self.plan_profile(name)
+                    await self.plan_profile(name)
+                except asyncio.CancelledError:
+                    raise
                 except Exception:  # a planner bug must not stop the loop (the next interval tries again)
                     log.exception("planning consolidation for profile %s failed", name)
             now = self.clock()
@@ -194,8 +197,10 @@ class Rebalancer:
             await self.clock.wait(self.wake, max(0.05, wait))
             self.wake.clear()
 
-    def plan_profile(self, name: str) -> Plan | None:
-        """One planning pass of a profile: defragment when a unit waits, else (when due) compact, then spread."""
+    async def plan_profile(self, name: str) -> Plan | None:
+        """One planning pass of a profile: defragment when a unit waits, else (when due) compact, then spread.
+        Each plan is made in one go (no cycle runs meanwhile); spread's checks of which pods violate their
+        constraints yield to the loop between pods."""
         if name in self.running:
             return None
         fw, args = self.profiles[name]
@@ -207,7 +212,9 @@ class Rebalancer:
             if args.compact.enabled:
                 plan = self._timed(COMPACT, lambda: self._planner(fw, args).compact())
             if plan is None and args.spread.enabled:
-                plan = self._spread(fw, args)
+                plan = await self._spread(fw, args)
+                if name in self.running:
+                    return None
         if plan is not None:
             self._start(name, fw, args, plan)
         return plan
@@ -232,9 +239,7 @@ class Rebalancer:
             return None
         live: list[tuple[Unit, list[Pod]]] = []
         for key, unit in list(units.items()):
-            pods = [self.pods.get(uid) for uid in unit.uids]
-            pending = [p for p in pods if p is not None and not p.node_name and not p.deleting
-                       and self.cache.where(p.uid) is None]
+            pending = self._pending(unit)
             if not pending:
                 del units[key]
                 self.tried.pop(key, None)
@@ -253,25 +258,33 @@ class Rebalancer:
             self.tried.pop(unit.key, None)
         return plan
 
-    def _spread(self, fw: "Framework", args: Any) -> Plan | None:
+    async def _spread(self, fw: "Framework", args: Any) -> Plan | None:
+        spent = 0.0
         t0 = time.perf_counter()
         planner = self._planner(fw, args)
-        violators = planner.violated(planner.spread_candidates())
+        candidates = planner.spread_candidates()
+        violators: list[Pod] = []
+        for i in range(0, len(candidates), SPREAD_CHUNK):
+            violators.extend(planner.violated(candidates[i:i + SPREAD_CHUNK]))
+            spent += time.perf_counter() - t0
+            await asyncio.sleep(0)   # a chunk of checks at a time: cycles run in between
+            t0 = time.perf_counter()
         plan = planner.spread(violators) if violators else None
+        spent += time.perf_counter() - t0
         if self.metrics is not None:
-            self.metrics.plan_duration.labels(SPREAD).observe(time.perf_counter() - t0)
+            self.metrics.plan_duration.labels(SPREAD).observe(spent)
         return plan
 
     # ------------------------------------------------------------------ executing a plan
 
     def _start(self, name: str, fw: "Framework", args: Any, plan: Plan) -> None:
+        if args.dry_run:
+            self._report_dry_run(fw, plan)
+            return
         if self.metrics is not None:
             self.metrics.moves.labels(plan.strategy, "planned", name).inc(len(plan.moves))
         log.info("%s plan for profile %s: %s", plan.strategy, name,
                  "; ".join(f"{p.key} {s} -> {t}" for p, s, t in plan.moves))
-        if args.dry_run:
-            self._report_dry_run(fw, plan)
-            return
         moves = []
         for pod, source, target in plan.moves:
             c = next(o for o in pod.owners if o.controller)
@@ -285,12 +298,19 @@ class Rebalancer:
             self.hold(fw, plan.unit, plan)
         self.spawn(self._execute(fw, args, run), f"{plan.strategy} plan for profile {name}")
 
+    def _pending(self, unit: Unit) -> list[Pod]:
+        """The members of ``unit`` that still wait for a node."""
+        return [p for p in (self.pods.get(uid) for uid in unit.uids)
+                if p is not None and not p.node_name and not p.deleting and self.cache.where(p.uid) is None]
+
     def _report_dry_run(self, fw: "Framework", plan: Plan) -> None:
         for pod, source, target in plan.moves:
             key = (plan.strategy, pod.uid, target)
             if key in self.reported:
                 continue
             self.reported.add(key)
+            if self.metrics is not None:
+                self.metrics.moves.labels(plan.strategy, "planned", fw.name).inc()
             if self.events is not None:
                 self.events.record(pod, "Normal", REASONS[plan.strategy], "DryRun",
                                    f"dry run: {plan.strategy} would move the pod from node {source} to node "
@@ -303,10 +323,14 @@ class Rebalancer:
         tasks: set[asyncio.Task[None]] = set()
         try:
             while pending or any(m.state in IN_FLIGHT for m in run.moves):
+                unit = run.plan.unit
+                pointless = unit is not None and (any(x.state == ABORTED for x in run.moves)
+                                                  or not self._pending(unit))
                 for m in list(pending):
-                    if run.plan.strategy == DEFRAGMENT and any(x.state == ABORTED for x in run.moves):
+                    if pointless:
+                        # the unit would not get its room, or has a node already: the rest is pointless
                         pending.remove(m)
-                        self._finish(m, ABORTED)   # the unit would not get its room: the rest is pointless
+                        self._finish(m, ABORTED)
                         continue
                     if (self.in_flight_owner[m.owner_uid] >= args.max_moves_per_workload
                             or self.in_flight_node[m.source] >= args.max_moves_per_node):
