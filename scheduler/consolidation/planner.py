@@ -489,7 +489,7 @@ class Planner:
             w.undo()
         if not moves:
             return None
-        return Plan(SPREAD, moves, "to restore its topology spread", gain=float(len(violators) - count))
+        return Plan(SPREAD, moves, "to restore its topology spread and pod anti-affinity", gain=float(len(violators) - count))
 
     def _still_violates(self, w: WhatIf, pod: Pod) -> bool:
         row = self.nodes.row(pod.node_name)

@@ -367,3 +367,32 @@ async def test_job_pods_are_compacted_only_if_their_job_ignores_disruption(ignor
         assert len(c.evictions) == (1 if ignores else 0)
     finally:
         await finish(env, task)
+
+
+async def test_a_pod_whose_required_anti_affinity_now_fails_is_moved() -> None:
+    env, c, task = await started(config({"defragment": False, "spread": {"enabled": True}}))
+    try:
+        term = {"labelSelector": {"matchLabels": {"role": "db"}}, "topologyKey": "kubernetes.io/hostname"}
+        c.replica_set("db", cpu="100m", labels={"app": "db", "role": "db"})
+        c.sets["db"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+        env.node("n0")
+        env.node("n1")
+        db = c.running("db", "n0")
+        await run_for(env, 10)
+        assert c.evictions == []   # alone on n0: its anti-affinity holds
+        # another scheduler's pod with the label lands beside it (anti-affinity is not symmetric for it)
+        other = c.running("other", "n0")
+        obj = env.api.objects[c.path(other)]
+        new = copy.deepcopy(obj)
+        new["metadata"]["labels"] = {"role": "db"}
+        new["spec"]["schedulerName"] = "default-scheduler"
+        env.api.objects[c.path(other)] = new
+        env.s.on_pod_update(obj, new)
+        await run_for(env, 20)
+        assert c.evictions == [db]
+        (replacement, _), = c.created.items()
+        assert c.history[replacement] == ["n1"]
+        notes = [n for who, reason, n in env.events.recorded if reason == "Respread"]
+        assert notes == ["moving the pod from node n0 to node n1 to restore its topology spread and pod anti-affinity"]
+    finally:
+        await finish(env, task)
