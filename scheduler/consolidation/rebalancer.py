@@ -420,6 +420,10 @@ class Rebalancer:
             if m.state == EVICTING:
                 self._finish(m, ABORTED)
             raise
+        except Exception:  # a bug: the move ends (its limits free), the plan goes on
+            log.exception("moving %s failed", m.pod.key)
+            if m.state == EVICTING:
+                self._finish(m, ABORTED)
 
     def _check(self, fw: "Framework", args: Any, run: Running, m: Move) -> bool:
         """Still worth evicting? The pod is where it was planned, and a node other than its source takes its
