@@ -396,3 +396,32 @@ async def test_a_pod_whose_required_anti_affinity_now_fails_is_moved() -> None:
         assert notes == ["moving the pod from node n0 to node n1 to restore its topology spread and pod anti-affinity"]
     finally:
         await finish(env, task)
+
+
+async def test_a_move_that_raises_is_aborted_and_the_next_plan_runs() -> None:
+    env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
+    try:
+        c.replica_set("web", cpu="500m")
+        env.node("n0", cpu="4")
+        env.node("n1", cpu="4")
+        c.running("web", "n0")
+        c.running("web", "n1")
+        real_create = env.api.create
+        calls = []
+
+        async def broken(path: str, body: Any, **kw: Any) -> dict[str, Any]:
+            calls.append(path)
+            if len(calls) == 1:
+                raise RuntimeError("a bug")
+            return await real_create(path, body, **kw)
+
+        env.api.create = broken
+        await run_for(env, 40)
+        assert len(calls) >= 2 and len(c.evictions) == 1   # the first move aborted, a later plan moved one
+        m = env.s.rebalancer.metrics
+        aborted = [s.value for metric in m.moves.collect() for s in metric.samples
+                   if s.name.endswith("_total") and s.labels["result"] == "aborted"]
+        assert sum(aborted) == 1
+        assert not env.s.rebalancer.in_flight_owner and not env.s.rebalancer.in_flight_node
+    finally:
+        await finish(env, task)
