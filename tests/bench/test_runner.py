@@ -34,9 +34,10 @@ from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, Cre
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 # the native gangs' Smoke runs need the native API served and a gang profile: test_native_gang_workloads.py;
-# GangStarvation's measures more than its pods: test_starvation_workload.py
+# GangStarvation's measures more than its pods: test_starvation_workload.py; the Consolidation workloads need
+# the simulated cluster's controllers and a profile with the plugin: test_consolidation_workloads.py
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f)
-               if w.name == "Smoke" and "native-gang" not in w.labels and "starvation" not in w.labels)
+               if w.name == "Smoke" and not {"native-gang", "starvation", "consolidation"} & set(w.labels))
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
 PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
 SCHEDULER = "tandem-scheduler"
