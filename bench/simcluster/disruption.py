@@ -45,7 +45,9 @@ A budget is synced when it changes, when a pod it selects (or selected
 before a relabel) changes, and when a ReplicationController, ReplicaSet or
 StatefulSet of its namespace changes. Upstream does not watch controllers:
 their scale changes reach it through the pods their controllers then create
-or delete. The stand-in runs no such controllers, so it looks itself.
+or delete. The stand-in runs a ReplicaSet controller
+(:mod:`bench.simcluster.replicasets`) but none for ReplicationControllers
+or StatefulSets, whose scale changes would go unseen: it looks itself.
 
 Not simulated: the controller's Events (NoPods, UnmanagedPods, ...), the
 cleanup of stale DisruptionTarget pod conditions, scale subresources of

@@ -186,7 +186,8 @@ async def test_max_unavailable_follows_the_controllers_scale(target):
     await create(target, pdbs(target), pdb_body("pdb", {"matchLabels": WEB}, maxUnavailable=1))
     await status_becomes(target, (3, 2, 3, 1), "SufficientPods")
     await eventually(target.sim.disruption_controller.caught_up, "the controller idle")
-    # no ReplicaSet controller adds pods here: the scale alone moves the numbers
+    # the ReplicaSet controller makes the two pods the scale asks for, and nothing schedules them: the
+    # scale moves the numbers, the healthy pods stay
     r = await target.req("PATCH", f"{rs_path}/rs", {"spec": {"replicas": 5}}, content_type=MERGE)
     assert r.status == 200, r.body
     await status_becomes(target, (5, 4, 3, 0), "InsufficientPods")
