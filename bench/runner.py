@@ -575,8 +575,9 @@ class _Run:
 
     async def _create_pods_and_wait(self, op: Op, namespace: str, pods: list[tuple[str, dict[str, str]]],
                                     make: Callable[[str, dict[str, str]], dict], measured: bool,
-                                    wait: bool, timeout: float | None) -> None:
-        """Create ``pods`` ((name, labels) pairs) in ``namespace``; then, unless skipped, wait as upstream does."""
+                                    wait: bool, timeout: float | None, per_second: float = 0.0) -> None:
+        """Create ``pods`` ((name, labels) pairs) in ``namespace``, pod i not before i / ``per_second`` seconds
+        when that is set; then, unless skipped, wait as upstream does."""
         keys = [f"{namespace}/{name}" for name, _ in pods]
         for key, (_, labels) in zip(keys, pods):
             self.pods.add(key, namespace, labels)
@@ -605,8 +606,15 @@ class _Run:
                 return cpus[id(spec)]
             return _cpu_millis(body)
 
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
         async def one(i: int) -> None:
             nonlocal created
+            if per_second:
+                delay = start + i / per_second - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
             name, labels = pods[i]
             body = make(name, labels)
             group = labels.get(POD_GROUP_LABEL, "") or labels.get(NATIVE_GROUP_LABEL, "")
@@ -682,9 +690,6 @@ class _Run:
         make = self._pod_maker(op.template, op.namespace)
         labels = dict((op.template.get("metadata") or {}).get("labels") or {})
         prefix = _prefix(op.template, "pod-")
-        if op.steady_state:
-            await self._create_pods_steadily(op, make, labels, prefix)
-            return
         pods = [(f"{prefix}{self.run_id}-{next(self.seq)}", labels) for _ in range(op.count)]
         if op.claim_template is not None:
             make = _with_claim(make)
@@ -693,46 +698,8 @@ class _Run:
         started = op.collect_metrics and not self.recorder.collecting
         if started:
             self.recorder.start_collecting(time.time())
-        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout)
-        if started:
-            self.recorder.stop_collecting(time.time())
-
-    async def _create_pods_steadily(self, op: CreatePods, make: Callable[[str, dict[str, str]], dict],
-                                    labels: dict[str, str], prefix: str) -> None:
-        """Upstream's steadyState: ``op.count`` pods waiting to be scheduled at any time, for ``op.duration``.
-
-        Each of ``op.count`` workers creates a pod, waits until the watch shows it bound, deletes it and
-        creates the next, until the duration is over; the op returns when the last pods are bound and
-        deleted. The rate is what the scheduler sustains with that many pods waiting.
-        """
-        ns = op.namespace
-        path = f"/api/v1/namespaces/{ns}/pods"
-        measured = op.collect_metrics or self._in_window(ns, labels)
-        started = op.collect_metrics and not self.recorder.collecting
-        if started:
-            self.recorder.start_collecting(time.time())
-        cpu = _cpu_millis(op.template)
-        limit = op.timeout if op.timeout is not None else self.timeout
-        loop = asyncio.get_running_loop()
-        end = loop.time() + op.duration
-        created = 0
-
-        async def worker(_: int) -> None:
-            nonlocal created
-            while loop.time() < end:
-                name = f"{prefix}{self.run_id}-{next(self.seq)}"
-                key = f"{ns}/{name}"
-                self.pods.add(key, ns, labels)
-                waiter = self.pods.wait_for([key])
-                self.recorder.created(key, time.time(), measured, cpu=cpu)  # before the request, as elsewhere
-                await self._create(path, make(name, labels))
-                self.pods.pods[key].created = True
-                created += 1
-                self.progress(op.label, created, created)
-                await self._wait(op, waiter, limit, f"pod {key} to be scheduled")
-                await self._delete_pod(key)
-
-        await self._each(op, range(op.count), worker, concurrency=max(1, op.count))
+        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout,
+                                         op.per_second)
         if started:
             self.recorder.stop_collecting(time.time())
 
@@ -813,12 +780,11 @@ class _Run:
 
         async def one(i: int) -> None:
             nonlocal done
-            meta = {**meta0, "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
+            meta = {**(_with_index(meta0, i) if indexed else meta0),
+                    "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
             if namespaced:
                 meta["namespace"] = op.namespace
             body = {**(_with_index(tmpl, i) if indexed else tmpl), "metadata": meta}
-            if indexed:
-                body["metadata"] = {**_with_index(meta0, i), **meta}
             if op.replicas and namespaced:
                 owners[f"{kind} {op.namespace}/{meta['name']}"] = op.replicas
             try:

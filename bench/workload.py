@@ -42,10 +42,9 @@ each ReplicaSet can select pods of its own. A createAny of objects with
 ``skipWaitToCompletion``, until that many pods of each, as their controller makes
 them, are bound: the cluster must run the controller (the simulated cluster does
 with its node agent, which :func:`uses_controllers` tells tandem-bench to start).
-createPods takes upstream's ``steadyState`` with ``duration`` (or
-``durationParam``): ``count`` pods are kept waiting to be scheduled for that long,
-each deleted once bound and replaced by a new one, as upstream's
-createPodsSteadily.
+createPods takes ``createPodsPerSecond`` (as upstream's deletePods takes
+deletePodsPerSecond): the pods are created at that pace, pod i at i / rate
+seconds, whatever the scheduler does meanwhile (a stream, measured open-loop).
 createPods takes upstream's ``persistentVolumeTemplatePath`` and
 ``persistentVolumeClaimTemplatePath`` (or inline ``persistentVolumeTemplate``
 / ``persistentVolumeClaimTemplate``): each pod gets a claim of its own
@@ -182,8 +181,7 @@ class CreatePods(Op):
     timeout: float | None = None                    # seconds; None: the run's default
     volume_template: dict[str, Any] | None = None   # a PersistentVolume per pod, bound to its claim
     claim_template: dict[str, Any] | None = None    # a PersistentVolumeClaim per pod
-    steady_state: bool = False                      # keep ``count`` pods waiting for ``duration`` (upstream's)
-    duration: float = 0.0                           # seconds, with steady_state
+    per_second: float = 0.0                         # createPodsPerSecond; 0: as fast as the server takes them
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +315,7 @@ _FIELDS: dict[str, frozenset[str]] = {
                               "persistentVolumesPerNode", *_PV}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
-                             "skipWaitToCompletion", "timeout", "steadyState", "duration", "durationParam",
-                             *_PV, *_PVC}),
+                             "skipWaitToCompletion", "timeout", "createPodsPerSecond", *_PV, *_PVC}),
     "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template", "skipWaitToCompletion", "timeout"}),
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
@@ -653,24 +650,6 @@ def _node_strategy(f: _Fields) -> tuple[str, tuple[str, ...], str]:
     return label_key, values, ""
 
 
-def _op_duration(f: _Fields, fail: Callable[[str], WorkloadError]) -> float | None:
-    """``duration`` or ``durationParam: $name`` (seconds; a Go duration string or a number); None when neither."""
-    if "durationParam" in f.raw:
-        ref = f.raw["durationParam"]
-        if not isinstance(ref, str) or not ref.startswith("$"):
-            raise fail(f"field durationParam: expected a $param reference, got {ref!r}")
-        value = f._resolve("durationParam", ref)
-        if value is _UNRESOLVED:
-            return 0.0
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            raise fail(f"param {ref}: {exc}") from None
-    if "duration" not in f.raw:
-        return None
-    return f.duration("duration") or 0.0
-
-
 def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, default_pod: dict[str, Any] | None,
               fail: Callable[[str], WorkloadError], templates: _Templates) -> Op:
     opcode = raw["opcode"]
@@ -704,20 +683,12 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         claim = f.template(*_PVC, ("PersistentVolumeClaim",))
         if volume is not None and claim is None:
             raise fail("persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)")
-        steady = f.flag("steadyState")
-        duration = _op_duration(f, fail)
-        if steady and duration is None:
-            raise fail("steadyState needs duration (or durationParam): how long to keep the pods coming")
-        if duration is not None and not steady:
-            raise fail("field duration: only meaningful with steadyState: true")
         op = CreatePods(index, count=f.count(), namespace=f.text("namespace", default_ns), template=tmpl,
                         collect_metrics=f.flag("collectMetrics"), skip_wait=f.flag("skipWaitToCompletion"),
                         timeout=f.duration("timeout"), volume_template=volume, claim_template=claim,
-                        steady_state=steady, duration=duration or 0.0)
+                        per_second=f.number("createPodsPerSecond", 0.0))
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
-        if steady and (op.skip_wait or claim is not None):
-            raise fail("steadyState cannot go with skipWaitToCompletion or volume templates")
         return op
     if opcode == "createAny":
         if "templatePath" not in raw and "template" not in raw:
@@ -804,10 +775,21 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         return Barrier(index, namespaces=f.str_list("namespaces"), label_selector=f.str_map("labelSelector"),
                        stage=stage, timeout=f.duration("timeout"))
     if opcode == "sleep":
-        d = _op_duration(f, fail)
-        if d is None:
+        if "durationParam" in raw:
+            ref = raw["durationParam"]
+            if not isinstance(ref, str) or not ref.startswith("$"):
+                raise fail(f"field durationParam: expected a $param reference, got {ref!r}")
+            value = f._resolve("durationParam", ref)
+            if value is _UNRESOLVED:
+                return Sleep(index, 0.0)
+            try:
+                return Sleep(index, parse_duration(value))
+            except ValueError as exc:
+                raise fail(f"param {ref}: {exc}") from None
+        if "duration" not in raw:
             raise fail("missing field duration (or durationParam)")
-        return Sleep(index, d)
+        d = f.duration("duration")
+        return Sleep(index, d or 0.0)
     if opcode == "startCollectingMetrics":
         return StartCollectingMetrics(index, name=f.text("name", ""), namespaces=f.str_list("namespaces"),
                                       label_selector=f.str_map("labelSelector"))
