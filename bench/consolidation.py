@@ -34,8 +34,7 @@ NODES_EMPTIED = "tandem_consolidation_nodes_emptied"
 PLAN_DURATION = "tandem_consolidation_plan_duration_seconds"
 REPLACEMENT_BOUND = "tandem_consolidation_replacement_bound_duration_seconds"
 STRATEGIES = ("defragment", "compact", "spread")
-METRIC_NAMES = (f"{EVICTED}_total", f"{MOVES}_total", f"{BOUNCE_BACKS}_total", f"{NODES_EMPTIED}_total",
-                PLAN_DURATION, REPLACEMENT_BOUND)
+FAMILIES = frozenset({EVICTED, MOVES, BOUNCE_BACKS, NODES_EMPTIED, PLAN_DURATION, REPLACEMENT_BOUND})
 
 
 @dataclass(frozen=True)
@@ -44,8 +43,8 @@ class Scrape:
 
     ``counters`` keys: ``evicted/success``, ``evicted/error``, ``moves/planned``, ``moves/executed``,
     ``moves/aborted``, ``bounce_backs``, ``nodes_emptied``. ``plans`` is per strategy, ``attempts`` per
-    (result, profile). ``families`` names the Consolidation metrics the scheduler exposes (none: it runs
-    no Consolidation).
+    (result, profile). ``families`` names the Consolidation metrics the scheduler exposes, observed or not
+    (none: it runs no Consolidation).
     """
 
     counters: dict[str, float] = field(default_factory=dict)
@@ -75,9 +74,9 @@ def parse_scrape(text: str) -> Scrape:
     attempt_keys: set[tuple[str, str]] = set()
     families: set[str] = set()
     for family in text_string_to_metric_families(text):
+        if family.name in FAMILIES:
+            families.add(family.name)
         for s in family.samples:
-            if s.name in METRIC_NAMES or s.name.removesuffix("_count") in METRIC_NAMES:
-                families.add(family.name)
             if s.name == f"{EVICTED}_total":
                 key = f"evicted/{s.labels.get('result', '')}"
             elif s.name == f"{MOVES}_total":
@@ -162,18 +161,22 @@ class Moves:
     def counter(self, key: str) -> float:
         return self.scrape.counters.get(key, 0.0) if self.scrape is not None else 0.0
 
-    def evictions_per_second(self) -> tuple[float | None, float | None]:
-        """(over the window, from the first eviction to the last), from the watch."""
+    def evictions_per_second(self) -> tuple[float | None, int]:
+        """(the mean over the window, the most in one second of it counted from its start), from the watch.
+        A plan's moves of different owners start together, so the peak is a plan's width."""
         n = len(self.evictions)
         whole = n / self.seconds if self.seconds else None
-        span = self.evictions[-1] - self.evictions[0] if n > 1 else 0.0
-        return whole, (n / span if span > 0 else None)
+        per: dict[int, int] = {}
+        for t in self.evictions:
+            k = int(t - self.window[0])
+            per[k] = per.get(k, 0) + 1
+        return whole, max(per.values(), default=0)
 
     def as_dict(self) -> dict[str, Any]:
-        whole, busy = self.evictions_per_second()
+        whole, peak = self.evictions_per_second()
         out: dict[str, Any] = {
             "window_seconds": self.seconds, "evictions_seen": len(self.evictions),
-            "evictions_per_second": whole, "evictions_per_second_first_to_last": busy,
+            "evictions_per_second": whole, "evictions_peak_in_one_second": peak,
             "nodes_in_use": [self.nodes_before, self.nodes_after],
             "zone_skew": ({"owners": len(self.skews), "within_1": sum(1 for s in self.skews.values() if s <= 1),
                            "max": max(self.skews.values(), default=0), "zones": self.zones} if self.skews else None),

@@ -261,10 +261,10 @@ def moves_lines(mv: Any) -> list[str]:
         e = summarize(v)
         out.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (namespace {ns}, {len(v):,} pods)")
     if s is not None and s.families:
-        whole, busy = mv.evictions_per_second()
+        whole, peak = mv.evictions_per_second()
         out.append(f"  evictions    {mv.counter('evicted/success'):,.0f} ({mv.counter('evicted/error'):,.0f} refused or "
                    f"failed); seen {len(mv.evictions):,}: {_num(whole)}/s over the {mv.seconds:.1f} s window, "
-                   f"{_num(busy)}/s first to last")
+                   f"at most {peak:,} in one second")
         out.append(f"  moves        planned {mv.counter('moves/planned'):,.0f}  executed {mv.counter('moves/executed'):,.0f}"
                    f"  aborted {mv.counter('moves/aborted'):,.0f};  bounce-backs {mv.counter('bounce_backs'):,.0f}")
         for strategy, h in sorted(s.plans.items()):
@@ -276,7 +276,8 @@ def moves_lines(mv: Any) -> list[str]:
             p50, p99 = histogram_quantiles(s.replacement_bound, (0.5, 0.99))
             out.append(f"  replacement  bound p50 {_ms(p50)}  p99 {_ms(p99)} after its eviction "
                        f"({s.replacement_bound.count:,.0f})")
-    emptied = f"; compaction emptied {mv.counter('nodes_emptied'):,.0f}" if s is not None and s.families else ""
+    emptied = f"; compaction emptied {mv.counter('nodes_emptied'):,.0f}" if s is not None and "compact" in s.plans \
+        else ""
     out.append(f"  nodes        in use {mv.nodes_before:,} at the window's start, {mv.nodes_after:,} at its end{emptied}")
     if mv.skews:
         within = sum(1 for v in mv.skews.values() if v <= 1)
