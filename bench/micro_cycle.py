@@ -6,6 +6,7 @@
     python -m bench.micro_cycle --nodes 5000 --shape csi-pv    # one claim per pod, bound to its own CSI volume
     python -m bench.micro_cycle --nodes 5000 --shape wffc-capacity   # provisioned; a CSIStorageCapacity per node
     python -m bench.micro_cycle --nodes 5000 --prebind-waiting 1000   # while 1,000 pods wait in PreBind
+    python -m bench.micro_cycle --nodes 5000 --existing 5000 --nominated 0 32   # while 32 moves hold room
 
 Builds the scheduler's cache with N scheduler_perf default nodes (4 cpu,
 32Gi, 110 pods, three zones), binds E existing pods round robin over them,
@@ -14,6 +15,10 @@ scheduler_perf-style term, see SHAPES), then times ``schedule_one`` for each
 (PreFilter through Permit with the default plugins; binding is a no-op fake,
 so no I/O is measured). The first 10% of cycles are dropped as warm-up.
 Reports mean, p50 and p99 per cycle.
+
+``--nominated K``: K pods of the measured shape nominated to K nodes spread over the cluster and never bound,
+as Consolidation's moves promise their targets' room to the replacements (a compaction plan moves up to 32
+pods at once): what every other pod's Filter pays for room promised to pods not bound yet.
 
 Existing pods: for ``anti-affinity`` the first 1,000 carry the measured
 pods' labels and term (one per node, as SchedulingPodAntiAffinity's init
@@ -32,6 +37,7 @@ import time
 import numpy as np
 
 from scheduler.config import parse_config
+from scheduler.model import parse_pod
 from scheduler.framework.clock import Clock
 from scheduler.scheduler import Scheduler
 
@@ -132,7 +138,7 @@ def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labell
 
 
 async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "default",
-                  existing: int = 0, prebind_waiting: int = 0) -> np.ndarray:
+                  existing: int = 0, prebind_waiting: int = 0, nominated: int = 0) -> np.ndarray:
     doc: dict = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
                  "profiles": [{"schedulerName": "tandem-scheduler"}]}
     if percentage is not None:
@@ -183,6 +189,8 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
             s.on_pod_add(_pod(f"e{i}", "default", f"node-{i % nodes}", "plain", labelled=False))
         else:
             s.on_pod_add(_pod(f"e{i}", shape, f"node-{i % nodes}"))
+    for i in range(nominated):   # stand-ins, as the rebalancer's (never in the queue: only their promise counts)
+        s.cache.nominations.set(parse_pod(_pod(f"n{i}", "default")), f"node-{i * nodes // nominated}")
     for i in range(pods):
         s.on_pod_add(_pod(f"p{i}", shape))
     d = await time_cycles(s, pods) * 1e3
@@ -217,18 +225,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", nargs="+", default=["default"], choices=sorted(SHAPES),
                    help="the measured pods' shape (default: scheduler_perf's pod-default)")
     p.add_argument("--existing", type=int, default=0, help="pods bound before the measured ones")
+    p.add_argument("--nominated", type=int, nargs="+", default=[0],
+                   help="pods nominated to as many nodes, never bound, while measuring (Consolidation's promises)")
     p.add_argument("--prebind-waiting", type=int, default=0,
                    help="WaitForFirstConsumer pods left waiting in PreBind (for a PV controller) while measuring")
     args = p.parse_args(argv)
-    print(f"{'nodes':>6}  {'existing':>8}  {'prebind':>7}  {'shape':<18} {'percentageOfNodesToScore':<24} {'mean':>7} {'p50':>7} "
-          f"{'p99':>7}  (us per cycle)")
+    print(f"{'nodes':>6}  {'existing':>8}  {'prebind':>7}  {'nominated':>9}  {'shape':<18} {'percentageOfNodesToScore':<24} "
+          f"{'mean':>7} {'p50':>7} {'p99':>7}  (us per cycle)")
     for n in args.nodes:
         for shape in args.shape:
             for pct in args.percentage:
-                d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct), shape, args.existing,
-                                        args.prebind_waiting))
-                print(f"{n:>6}  {args.existing:>8}  {args.prebind_waiting:>7}  {shape:<18} {pct:<24} {d.mean():7.0f} {np.percentile(d, 50):7.0f} "
-                      f"{np.percentile(d, 99):7.0f}")
+                for k in args.nominated:
+                    d = asyncio.run(measure(n, args.pods, None if pct == "adaptive" else int(pct), shape,
+                                            args.existing, args.prebind_waiting, k))
+                    print(f"{n:>6}  {args.existing:>8}  {args.prebind_waiting:>7}  {k:>9}  {shape:<18} {pct:<24} "
+                          f"{d.mean():7.0f} {np.percentile(d, 50):7.0f} {np.percentile(d, 99):7.0f}")
     return 0
 
 
