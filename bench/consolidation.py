@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.metrics import Histogram, histogram_quantiles, parse_prometheus_histogram, summarize
-from bench.probe import FINE_ATTEMPT_METRIC
+from bench.probe import FINE_ATTEMPT_METRIC, GC_COLLECTIONS, GC_SECONDS
 from bench.record import Recorder
 
 EVICTED = "tandem_pods_evicted"
@@ -42,7 +42,8 @@ class Scrape:
     """Consolidation's counters and histograms, and the fine attempt histograms, from one /metrics text.
 
     ``counters`` keys: ``evicted/success``, ``evicted/error``, ``moves/planned``, ``moves/executed``,
-    ``moves/aborted``, ``bounce_backs``, ``nodes_emptied``. ``plans`` is per strategy, ``attempts`` per
+    ``moves/aborted``, ``bounce_backs``, ``nodes_emptied``; and from the probe ``gc/<generation>`` and
+    ``gc_seconds/<generation>``, the scheduler's garbage collections. ``plans`` is per strategy, ``attempts`` per
     (result, profile). ``families`` names the Consolidation metrics the scheduler exposes, observed or not
     (none: it runs no Consolidation).
     """
@@ -85,6 +86,8 @@ def parse_scrape(text: str) -> Scrape:
                 key = "bounce_backs"
             elif s.name == f"{NODES_EMPTIED}_total":
                 key = "nodes_emptied"
+            elif s.name in (f"{GC_COLLECTIONS}_total", f"{GC_SECONDS}_total"):
+                key = f"{'gc' if s.name.startswith(GC_COLLECTIONS) else 'gc_seconds'}/{s.labels.get('generation')}"
             else:
                 if s.name == f"{FINE_ATTEMPT_METRIC}_count":
                     attempt_keys.add((s.labels.get("result", ""), s.labels.get("profile", "")))

@@ -7,6 +7,11 @@ This launcher runs the same scheduler (its own ``main``, the same flags) and add
 ``tandem_bench_scheduling_attempt_duration_seconds{result,profile}``. Its buckets are 2^(1/16) apart (4.4%),
 from 10 us to 1.3 s. Each attempt costs one ``log2`` and one array increment: it does not scan the bounds.
 
+It also counts the cyclic garbage collector's runs and their time per generation
+(``tandem_bench_gc_collections_total`` and ``tandem_bench_gc_seconds_total``, from ``gc.callbacks``): a
+collection that falls inside an attempt is part of that attempt's time, and work that allocates more (a plan's
+simulated moves, the events of moved pods) makes collections more frequent.
+
 The seam is the one class the App builds its metrics from. It is replaced, for this process only, by a subclass
 whose ``observe_attempt`` also counts into the fine histogram. Everything else the scheduler does is left as
 it is. tandem-bench starts this instead of ``python -m scheduler`` when given ``--fine-attempts``
@@ -16,17 +21,21 @@ histogram (bench/metrics.py, WindowScraper).
 
 from __future__ import annotations
 
+import gc
 import math
 import sys
-from typing import Iterator
+import time
+from typing import Any, Iterator
 
 import numpy as np
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from scheduler.observe import Metrics
 
 FINE_ATTEMPT_METRIC = "tandem_bench_scheduling_attempt_duration_seconds"
+GC_COLLECTIONS = "tandem_bench_gc_collections"
+GC_SECONDS = "tandem_bench_gc_seconds"
 LOWEST = 1e-5            # the first bucket's upper bound, seconds
 STEPS_PER_DOUBLING = 16  # buckets 2^(1/16) = 4.4% apart
 DOUBLINGS = 17           # up to LOWEST * 2^17 = 1.31 s; slower attempts count in +Inf
@@ -66,13 +75,46 @@ class FineAttempts(Collector):
         yield family
 
 
-class ProbeMetrics(Metrics):
-    """The scheduler's metrics, plus :class:`FineAttempts` fed by every attempt."""
+class GcTimes(Collector):
+    """The cyclic collector's runs and their seconds per generation, timed from ``gc.callbacks``."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            g = info["generation"]
+            self.counts[g] += 1
+            self.seconds[g] += time.perf_counter() - self._started
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        runs = CounterMetricFamily(GC_COLLECTIONS, "Cyclic garbage collections, by generation (tandem-bench's "
+                                   "probe)", labels=["generation"])
+        seconds = CounterMetricFamily(GC_SECONDS, "Seconds spent in cyclic garbage collections, by generation "
+                                      "(tandem-bench's probe)", labels=["generation"])
+        for g in range(3):
+            runs.add_metric([str(g)], self.counts[g])
+            seconds.add_metric([str(g)], self.seconds[g])
+        yield runs
+        yield seconds
+
+
+class ProbeMetrics(Metrics):
+    """The scheduler's metrics, plus :class:`FineAttempts` fed by every attempt and :class:`GcTimes` by every
+    collection (``gc_callbacks``: False for a registry in a test, which must not hook the process)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, gc_callbacks: bool = True) -> None:
         super().__init__(registry)
         self.fine_attempts = FineAttempts()
         self.registry.register(self.fine_attempts)
+        self.gc = GcTimes()
+        self.registry.register(self.gc)
+        if gc_callbacks:
+            gc.callbacks.append(self.gc.on_gc)
 
     def observe_attempt(self, result: str, profile: str, seconds: float) -> None:
         super().observe_attempt(result, profile, seconds)

@@ -276,6 +276,10 @@ def moves_lines(mv: Any) -> list[str]:
             p50, p99 = histogram_quantiles(s.replacement_bound, (0.5, 0.99))
             out.append(f"  replacement  bound p50 {_ms(p50)}  p99 {_ms(p99)} after its eviction "
                        f"({s.replacement_bound.count:,.0f})")
+    if s is not None and "gc/0" in s.counters:
+        out.append("  gc           " + ", ".join(
+            f"gen{g} {s.counters.get(f'gc/{g}', 0):,.0f} ({_ms(s.counters.get(f'gc_seconds/{g}', 0.0))})" for g in range(3))
+            + " (the scheduler's collections in the window)")
     emptied = f"; compaction emptied {mv.counter('nodes_emptied'):,.0f}" if s is not None and "compact" in s.plans \
         else ""
     out.append(f"  nodes        in use {mv.nodes_before:,} at the window's start, {mv.nodes_after:,} at its end{emptied}")

@@ -13,7 +13,7 @@ from scheduler.consolidation.rebalancer import ConsolidationMetrics
 
 
 def scheduler_metrics() -> tuple[ProbeMetrics, ConsolidationMetrics]:
-    m = ProbeMetrics()
+    m = ProbeMetrics(gc_callbacks=False)
     return m, ConsolidationMetrics(m.registry)
 
 
@@ -36,13 +36,15 @@ def test_a_window_is_the_difference_of_two_scrapes_and_windows_add_up():
     assert w.plans["compact"].count == 2 and w.plans["compact"].sum == pytest.approx(0.06)
     assert w.replacement_bound.count == 1 and w.attempts[("scheduled", "tandem-stream")].count == 1
     assert (w + w).counters["evicted/success"] == 4 and (w + w).plans["compact"].count == 4
+    assert w.counters["gc/0"] == 0 and "gc  " in "\n".join(moves_lines(moves(replica_set_cluster(), w)))
 
 
 def test_a_scheduler_without_consolidation_exposes_none_of_its_metrics():
-    m = ProbeMetrics()
+    m = ProbeMetrics(gc_callbacks=False)
     m.observe_attempt("scheduled", "tandem-stream", 3e-4)
     s = parse_scrape(generate_latest(m.registry).decode())
-    assert not s.families and not s.counters and not s.plans and s.attempts[("scheduled", "tandem-stream")].count == 1
+    assert not s.families and not s.plans and not any(k.startswith(("evicted", "moves")) for k in s.counters)
+    assert s.attempts[("scheduled", "tandem-stream")].count == 1
 
 
 def replica_set_cluster() -> Recorder:

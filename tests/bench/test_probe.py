@@ -19,7 +19,7 @@ def test_the_buckets_are_4_4_percent_apart_from_10_us_to_1_3_s():
 def test_quantiles_of_the_fine_histogram_are_within_a_bucket_of_the_exact_ones_where_upstreams_say_under_1_ms():
     rng = np.random.default_rng(7)
     seconds = rng.lognormal(np.log(3e-4), 0.4, 20_000)
-    m = ProbeMetrics()
+    m = ProbeMetrics(gc_callbacks=False)
     for s in seconds:
         m.observe_attempt("scheduled", "tandem-stream", float(s))
     text = generate_latest(m.registry).decode()
@@ -32,8 +32,18 @@ def test_quantiles_of_the_fine_histogram_are_within_a_bucket_of_the_exact_ones_w
 
 
 def test_an_attempt_above_the_last_bound_counts_in_inf_and_one_at_a_bound_in_that_bucket():
-    m = ProbeMetrics()
+    m = ProbeMetrics(gc_callbacks=False)
     m.observe_attempt("unschedulable", "p", 5.0)
     m.observe_attempt("unschedulable", "p", 1e-5)
     h = parse_prometheus_histogram(generate_latest(m.registry).decode(), FINE_ATTEMPT_METRIC, {"profile": "p"})
     assert h.buckets[0] == (pytest.approx(1e-5), 1.0) and h.buckets[-2][1] == 1.0 and h.buckets[-1][1] == 2.0
+
+
+def test_garbage_collections_are_counted_and_timed_per_generation():
+    m = ProbeMetrics(gc_callbacks=False)
+    m.gc.on_gc("start", {"generation": 1})
+    m.gc.on_gc("stop", {"generation": 1})
+    text = generate_latest(m.registry).decode()
+    assert 'tandem_bench_gc_collections_total{generation="1"} 1.0' in text
+    assert 'tandem_bench_gc_collections_total{generation="0"} 0.0' in text
+    assert m.gc.seconds[1] >= 0.0 and m.gc.counts == [0, 1, 0]

@@ -16,7 +16,7 @@ from tests.bench.test_consolidation import replica_set_cluster
 
 
 def run_document(config: str, with_consolidation: bool) -> dict:
-    m = ProbeMetrics()
+    m = ProbeMetrics(gc_callbacks=False)
     before = parse_scrape(generate_latest(m.registry).decode())
     if with_consolidation:
         c = ConsolidationMetrics(m.registry)
