@@ -322,6 +322,7 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                     sampler.start()
                 if scraper is not None:
                     await scraper.start()
+                profilers = _profilers(args, served.pid, target.sim_process, recorder)
                 attempt = None
                 requests: tuple[dict[str, float], float | None] = ({}, None)
                 try:
@@ -334,6 +335,9 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                         requests = await _final_requests(served.metrics_url)
                     if sampler is not None:
                         await sampler.stop()
+                    for prof in profilers:
+                        for path in prof.finish():
+                            print(f"{PROG}: py-spy of pid {prof.pid} over the window: {path}", file=sys.stderr)
         metrics = collect(recorder, workload.full_name, spec.label, attempt=attempt, sampler=sampler)
         metrics.requests, metrics.events_dropped = requests
         metrics.moves = moves(recorder, scraper.extra if scraper is not None else None)
@@ -359,6 +363,21 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
     finally:
         if ok:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _profilers(args: argparse.Namespace, scheduler_pid: int | None, sim: Any, recorder: Any) -> list[Any]:
+    """``--py-spy`` / ``--py-spy-cluster``: py-spy on the scheduler / the simulated cluster over each window."""
+    from bench.profiling import WindowProfiler, find_py_spy
+
+    wanted = [(getattr(args, "py_spy", None), scheduler_pid),
+              (getattr(args, "py_spy_cluster", None), sim.pid if sim is not None else None)]
+    out = []
+    for path, pid in wanted:
+        if path and pid:
+            prof = WindowProfiler(pid, Path(path), find_py_spy() or "py-spy")
+            recorder.listeners.append(prof.edge)
+            out.append(prof)
+    return out
 
 
 # ---------------------------------------------------------------------------- metadata
@@ -395,6 +414,7 @@ def check_kubeconfig(args: argparse.Namespace) -> None:
 
 
 async def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    from bench.profiling import find_py_spy
     from bench.report import ceiling_fraction, report_stem, run_results, summary_text, timestamp, write_report
 
     check_kubeconfig(args)
@@ -410,6 +430,9 @@ async def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
                              "--start-scheduler CONFIG|default, --baseline, or --kubeconfig of a cluster "
                              "where that scheduler runs")
     workload = load_workload(args.workloads_dir, args.workload, parse_params(args.param))
+    if (args.py_spy or args.py_spy_cluster) and find_py_spy() is None:
+        raise UsageError("--py-spy: no py-spy on PATH nor at $TANDEM_BENCH_PY_SPY (pip install py-spy, or "
+                         "pip install --target DIR py-spy and set TANDEM_BENCH_PY_SPY=DIR/bin/py-spy)")
     meta = _metadata(argv, workload, args)
     meta["scheduler"] = _spec_meta(spec)
 
@@ -546,6 +569,10 @@ def parser() -> argparse.ArgumentParser:
                         f"{DEFAULT_SCHEDULER})")
     r.add_argument("--measure-ceiling", action="store_true",
                    help="first run the baseline binder on a fresh target and report throughput as a fraction of it")
+    r.add_argument("--py-spy", metavar="FILE",
+                   help="record the scheduler with py-spy (raw stacks) while collecting; needs py-spy on PATH "
+                        "or at $TANDEM_BENCH_PY_SPY")
+    r.add_argument("--py-spy-cluster", metavar="FILE", help="the same for the simulated cluster's process")
     _common(r)
 
     c = sub.add_parser("compare", help="two schedulers or configs on one workload, runs alternated",
