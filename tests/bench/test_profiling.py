@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from bench.metrics import EdgeRecorder
-from bench.profiling import WindowProfiler
+from bench.profiling import WindowProfiler, below, inclusive, stacks
 
 # stands in for py-spy: writes "stack count" to the -o file when interrupted, as py-spy writes its raw output
 FAKE = textwrap.dedent("""\
@@ -45,3 +45,11 @@ def test_each_window_is_recorded_to_its_own_file_written_when_it_closes(tmp_path
     assert [f.name for f in files] == ["sched.txt", "sched.txt.1"]
     assert all(f.read_text() == "main;loop 3\n" for f in files)
     assert prof.finish() == files    # nothing left to stop
+
+
+def test_a_raw_profile_reads_as_samples_per_function_and_per_callee(tmp_path):
+    raw = tmp_path / "p.txt"
+    raw.write_text("run (a.py:1);plan (b.py:2);assume (c.py:3) 5\nrun (a.py:1);plan (b.py:2) 2\nrun (a.py:1);cycle (d.py:4) 3\n")
+    rows = stacks(raw)
+    assert inclusive(rows) == {"run": 10, "plan": 7, "assume": 5, "cycle": 3}
+    assert below(rows, "plan", 1) == {"assume": 5, "<self>": 2}
