@@ -1,4 +1,4 @@
-"""A whole simulated cluster in one object: API server, nodes, node agent, disruption controller, kubeconfig.
+"""A whole simulated cluster in one object: API server, nodes, node agent, controllers, kubeconfig.
 
 Used three ways, all through :class:`SimCluster`:
 
@@ -26,6 +26,7 @@ from bench.simcluster.auth import ADMIN_TOKEN
 from bench.simcluster.disruption import DisruptionController
 from bench.simcluster.faults import Faults
 from bench.simcluster.jobs import JobController, PodGroupProtection
+from bench.simcluster.replicasets import ReplicaSetController
 from bench.simcluster.resources import NATIVE_GANGS, lookup
 from bench.simcluster.server import APIServer
 from bench.simcluster.store import Store
@@ -91,8 +92,8 @@ def write_kubeconfig(path: str | os.PathLike[str], server: str, name: str = "tan
 class SimCluster:
     """API server + nodes + node agent + controllers. An async context manager.
 
-    The controllers (disruption: PodDisruptionBudget status; Job; podgroup-protection with
-    ``native_gangs``) run with the node agent: ``agent=None`` leaves a bare API server, as
+    The controllers (disruption: PodDisruptionBudget status; ReplicaSet; Job; podgroup-protection
+    with ``native_gangs``) run with the node agent: ``agent=None`` leaves a bare API server, as
     scheduler_perf's, with none of them.
     The volume controllers (the PV controller, the test provisioner and its CSINodes;
     :mod:`bench.simcluster.volumes`) have their own switch: ``volumes=None`` leaves them out.
@@ -119,6 +120,7 @@ class SimCluster:
                                 runtime_config=frozenset({NATIVE_GANGS}) if self.native_gangs else frozenset())
         self.node_agent: NodeAgent | None = None
         self.disruption_controller: DisruptionController | None = None
+        self.replicaset_controller: ReplicaSetController | None = None
         self.job_controller: JobController | None = None
         self.podgroup_protection: PodGroupProtection | None = None
         self.pv_controller: PersistentVolumeController | None = None
@@ -150,6 +152,8 @@ class SimCluster:
             self.node_agent.start()
             self.disruption_controller = DisruptionController(self.store, tick=self.agent.tick)
             self.disruption_controller.start()
+            self.replicaset_controller = ReplicaSetController(self.store, tick=self.agent.tick)
+            self.replicaset_controller.start()
             self.job_controller = JobController(self.store, self.native_gangs, tick=self.agent.tick)
             self.job_controller.start()
             if self.native_gangs:
@@ -167,7 +171,7 @@ class SimCluster:
         if self.node_agent is not None:
             await self.node_agent.stop()
             self.node_agent = None
-        for name in ("disruption_controller", "job_controller", "podgroup_protection"):
+        for name in ("disruption_controller", "replicaset_controller", "job_controller", "podgroup_protection"):
             controller = getattr(self, name)
             if controller is not None:
                 await controller.stop()

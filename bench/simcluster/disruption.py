@@ -35,17 +35,19 @@ failSafe) and component-helpers' ``UpdateDisruptionAllowedCondition``:
   not one, a pod whose controller cannot be found or has no scale) leaves
   the status as it was except ``disruptionsAllowed: 0`` and the condition
   False with reason SyncFailed and the error as its message (failSafe).
-* ``disruptedPods`` is filled by the eviction subresource, which the
-  stand-in does not serve; entries written through the status subresource
-  are kept as upstream keeps them: for selected pods not being deleted,
-  until two minutes (DeletionTimeout) after their time, and looked at again
-  then.
+* ``disruptedPods`` is filled by the eviction subresource
+  (:mod:`bench.simcluster.eviction`), which spends a disruption and records
+  the pod before deleting it; entries are kept as upstream keeps them: for
+  selected pods not being deleted, until two minutes (DeletionTimeout)
+  after their time, and looked at again then.
 
 A budget is synced when it changes, when a pod it selects (or selected
 before a relabel) changes, and when a ReplicationController, ReplicaSet or
 StatefulSet of its namespace changes. Upstream does not watch controllers:
 their scale changes reach it through the pods their controllers then create
-or delete. The stand-in runs no such controllers, so it looks itself.
+or delete. The stand-in runs a ReplicaSet controller
+(:mod:`bench.simcluster.replicasets`) but none for ReplicationControllers
+or StatefulSets, whose scale changes would go unseen: it looks itself.
 
 Not simulated: the controller's Events (NoPods, UnmanagedPods, ...), the
 cleanup of stale DisruptionTarget pod conditions, scale subresources of
@@ -345,12 +347,8 @@ def status_update(pdb: dict[str, Any], counts: Counts, now: float) -> dict[str, 
         status["disruptedPods"] = dict(counts.disrupted_pods)
     status.update(disruptionsAllowed=allowed, currentHealthy=counts.current_healthy,
                   desiredHealthy=counts.desired_healthy, expectedPods=counts.expected_pods)
-    conditions = _conditions(old)
-    if allowed > 0:
-        _set_condition(conditions, "True", SUFFICIENT_PODS, "", generation, now)
-    else:
-        _set_condition(conditions, "False", INSUFFICIENT_PODS, "", generation, now)
-    status["conditions"] = conditions
+    status["conditions"] = _conditions(old)
+    update_allowed_condition(status, now)
     return status
 
 
@@ -364,6 +362,19 @@ def fail_safe(pdb: dict[str, Any], message: str, now: float) -> dict[str, Any]:
     _set_condition(conditions, "False", SYNC_FAILED, message, observed if _is_int(observed) else 0, now)
     status["conditions"] = conditions
     return status
+
+
+def update_allowed_condition(status: dict[str, Any], now: float) -> None:
+    """pdbhelper.UpdateDisruptionAllowedCondition: the condition as ``disruptionsAllowed`` says, at the
+    status's observedGeneration (what the eviction subresource writes when it spends the last disruption)."""
+    conditions = _conditions(status)
+    observed = status.get("observedGeneration")
+    observed = observed if _is_int(observed) else 0
+    if (status.get("disruptionsAllowed") or 0) > 0:
+        _set_condition(conditions, "True", SUFFICIENT_PODS, "", observed, now)
+    else:
+        _set_condition(conditions, "False", INSUFFICIENT_PODS, "", observed, now)
+    status["conditions"] = conditions
 
 
 def _condition_up_to_date(status: dict[str, Any], allowed: int) -> bool:

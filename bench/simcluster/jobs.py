@@ -69,11 +69,10 @@ from __future__ import annotations
 
 import copy
 import logging
-import secrets
 from typing import Any
 
 from bench.simcluster import errors
-from bench.simcluster.looping import StoreLoop
+from bench.simcluster.looping import StoreLoop, record_event
 from bench.simcluster.resources import lookup
 from bench.simcluster.store import DELETED, MATCH_ALL, Store
 from bench.simcluster.workloads import POD_GROUP_FINALIZER
@@ -82,7 +81,6 @@ log = logging.getLogger("simcluster.jobs")
 
 JOBS = lookup("batch", "v1", "jobs")
 PODS = lookup("", "v1", "pods")
-EVENTS = lookup("", "v1", "events")
 WORKLOADS = lookup("scheduling.k8s.io", "v1alpha2", "workloads")
 POD_GROUPS = lookup("scheduling.k8s.io", "v1alpha2", "podgroups")
 
@@ -305,19 +303,7 @@ class JobController(StoreLoop):
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
 
     def _event(self, job: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        meta = job["metadata"]
-        now = self.store.now()
-        body = {"metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"]},
-                "involvedObject": {"kind": "Job", "namespace": meta["namespace"], "name": meta["name"],
-                                   "uid": meta["uid"], "apiVersion": "batch/v1",
-                                   "resourceVersion": meta.get("resourceVersion", "")},
-                "reason": reason, "message": message, "source": {"component": CONTROLLER_NAME},
-                "firstTimestamp": now, "lastTimestamp": now, "count": 1, "type": type_,
-                "reportingComponent": CONTROLLER_NAME, "reportingInstance": ""}
-        try:
-            self.store.create(EVENTS, meta["namespace"], body)
-        except errors.APIError as exc:
-            log.debug("event %s for job %s: %s", reason, meta["name"], exc.message)
+        record_event(self.store, job, "Job", "batch/v1", CONTROLLER_NAME, type_, reason, message)
 
 
 # ---------------------------------------------------------------------------- podgroup-protection

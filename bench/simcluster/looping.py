@@ -12,15 +12,45 @@ way a controller's worker survives a bad object.
 
 Nothing here may await except the sleep between steps: a step runs
 atomically with respect to every API request.
+
+:func:`record_event` is how they all report what they did: an Event on the
+object, as a controller's event recorder writes one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 from typing import Any
 
-from bench.simcluster.store import Dropped
+from bench.simcluster import errors
+from bench.simcluster.resources import lookup
+from bench.simcluster.store import Dropped, Store
+
+EVENTS = lookup("", "v1", "events")
+log = logging.getLogger("simcluster.looping")
+
+
+def record_event(store: Store, obj: dict[str, Any], kind: str, api_version: str, component: str,
+                 type_: str, reason: str, message: str) -> None:
+    """An Event about ``obj`` (of ``kind``) from ``component``, as client-go's recorder writes one.
+
+    A failure is logged, never raised: a controller's work does not depend on its events.
+    """
+    meta = obj["metadata"]
+    now = store.now()
+    body = {"metadata": {"name": f"{meta['name']}.{secrets.token_hex(8)}", "namespace": meta["namespace"]},
+            "involvedObject": {"kind": kind, "namespace": meta["namespace"], "name": meta["name"],
+                               "uid": meta["uid"], "apiVersion": api_version,
+                               "resourceVersion": meta.get("resourceVersion", "")},
+            "reason": reason, "message": message, "source": {"component": component},
+            "firstTimestamp": now, "lastTimestamp": now, "count": 1, "type": type_,
+            "reportingComponent": component, "reportingInstance": ""}
+    try:
+        store.create(EVENTS, meta["namespace"], body)
+    except errors.APIError as exc:
+        log.debug("event %s for %s %s: %s", reason, kind, meta["name"], exc.message)
 
 
 class StoreLoop:

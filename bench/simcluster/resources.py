@@ -25,6 +25,10 @@ from bench.simcluster import names
 NATIVE_GANGS = "scheduling.k8s.io/v1alpha2"
 
 STANDARD_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+# subresources that only take a POST: pods/binding, pods/eviction, serviceaccounts/token
+CREATE_ONLY_SUBRESOURCES = frozenset({"binding", "eviction", "token"})
+# the group of the kind a subresource takes, when it is not its resource's (discovery names it)
+_OTHER_GROUPS = {"eviction": "policy", "token": "authentication.k8s.io"}
 
 
 def _meta_fields(obj: dict[str, Any]) -> dict[str, str]:
@@ -118,7 +122,7 @@ class ResourceType:
     singular: str = ""
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    subresources: tuple[str, ...] = ()  # "status", "binding", "token"
+    subresources: tuple[str, ...] = ()  # "status", "binding", "eviction", "token"
     fields: Callable[[dict[str, Any]], dict[str, str]] = _meta_fields
     field_names: frozenset[str] = frozenset({"metadata.name", "metadata.namespace"})
     generation: bool = False          # metadata.generation bumps on spec changes
@@ -186,7 +190,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "nodes", "Node", False, "node", ("no",),
                  subresources=("status",), fields=_node_fields, field_names=_fieldset(_node_fields)),
     ResourceType("", "v1", "pods", "Pod", True, "pod", ("po",), ("all",),
-                 subresources=("status", "binding"), fields=_pod_fields,
+                 subresources=("status", "binding", "eviction"), fields=_pod_fields,
                  field_names=_fieldset(_pod_fields), generation=True, create_keeps_status=False),
     # core/v1 Events keep legacy validation, which checks no name (ValidateEventCreate); events.k8s.io/v1
     # ones are checked as DNS subdomains by the stricter rules, in bench.simcluster.convert
@@ -316,12 +320,12 @@ def discovery_resources(group: str, version: str, enabled: frozenset[str] = froz
             entry["categories"] = list(r.categories)
         out.append(entry)
         for sub in r.subresources:
-            verbs = ["create"] if sub in ("binding", "token") else ["get", "patch", "update"]
-            kind = {"binding": "Binding", "token": "TokenRequest"}.get(sub, r.kind)
+            verbs = ["create"] if sub in CREATE_ONLY_SUBRESOURCES else ["get", "patch", "update"]
+            kind = {"binding": "Binding", "eviction": "Eviction", "token": "TokenRequest"}.get(sub, r.kind)
             entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                      "kind": kind, "verbs": verbs}
-            if sub == "token":       # a subresource of another group's kind says which
-                entry.update(group="authentication.k8s.io", version="v1")
+            if sub in _OTHER_GROUPS:       # a subresource of another group's kind says which
+                entry.update(group=_OTHER_GROUPS[sub], version="v1")
             out.append(entry)
     return out
 

@@ -25,8 +25,11 @@ from aiohttp import web
 
 from bench.simcluster import errors, tables
 from bench.simcluster.auth import Authority
+from bench.simcluster.eviction import evict
 from bench.simcluster.faults import Faults
-from bench.simcluster.resources import RESOURCES, ResourceType, discovery_resources, lookup, served, served_groups
+from bench.simcluster.resources import (
+    CREATE_ONLY_SUBRESOURCES, RESOURCES, ResourceType, discovery_resources, lookup, served, served_groups,
+)
 from bench.simcluster.selectors import SelectorError, parse_field_selector, parse_label_selector
 from bench.simcluster.store import MATCH_ALL, Dropped, Entry, Store, Watcher, encode_event
 
@@ -157,6 +160,10 @@ class APIServer:
                 await asyncio.sleep(latency)
             if fault is not None:
                 return _error(fault)
+            if info.subresource == "eviction" and info.verb != "create":
+                # the eviction storage is a NamedCreater only: go-restful has no other route for it
+                raise errors.APIError(405, "MethodNotAllowed",
+                                      "the server does not allow this method on the requested resource", {})
             if (not info.rt.stored or info.subresource == "token") and info.verb != "create":
                 raise errors.method_not_allowed(info.verb, info.resource_label)   # create-only
             if info.watch:
@@ -281,15 +288,18 @@ class APIServer:
             if info.subresource == "token":
                 return _json(self.auth.token_request(info.namespace, info.name,
                                                      await self._body(request, "TokenRequest")), 201)
+            if info.subresource == "eviction":
+                return _json(evict(store, info.namespace, info.name, await self._body(request, "Eviction"),
+                                   dry_run), 201)
             if info.name:
                 raise errors.method_not_allowed("create", rt.plural)
             entry = store.create(rt, info.namespace, await self._body(request, rt.kind), dry_run)
             return self._out(rt, entry, 201)
-        if method == "PUT" and info.name and info.subresource not in ("binding", "token"):
+        if method == "PUT" and info.name and info.subresource not in CREATE_ONLY_SUBRESOURCES:
             entry = store.update(rt, info.namespace, info.name, await self._body(request, rt.kind),
                                  info.subresource, dry_run)
             return self._out(rt, entry)
-        if method == "PATCH" and info.name and info.subresource not in ("binding", "token"):
+        if method == "PATCH" and info.name and info.subresource not in CREATE_ONLY_SUBRESOURCES:
             ctype = request.headers.get("Content-Type", "").split(";")[0].strip()
             raw = await request.read()
             entry = store.patch(rt, info.namespace, info.name, ctype, raw, info.subresource, dry_run)

@@ -570,7 +570,7 @@ class Store:
         ns = ns if rt.namespaced else ""
         cur = self._require(table, ns, name)
         if preconditions:
-            _check_delete_preconditions(rt, cur, preconditions)
+            check_delete_preconditions(rt, cur, preconditions)
         if grace is not None and grace < 0:
             raise errors.invalid("DeleteOptions", "", [errors.invalid_value("gracePeriodSeconds", grace,
                                                                             "must be greater than or equal to 0")])
@@ -1181,7 +1181,8 @@ def _storage_precondition_failed(rt: ResourceType, key: Key, what: str) -> str:
             f"AdditionalErrorMsg: Precondition failed: {what}")
 
 
-def _check_delete_preconditions(rt: ResourceType, cur: Entry, pre: dict[str, Any]) -> None:
+def check_delete_preconditions(rt: ResourceType, cur: Entry, pre: dict[str, Any]) -> None:
+    """A delete's preconditions (uid, resourceVersion) against the stored object: 409 Conflict when one fails."""
     name = cur.key[1]
     uid, prv = pre.get("uid"), pre.get("resourceVersion")
     if rt.group == "" and rt.kind == "Namespace":

@@ -3,9 +3,10 @@
 ``target`` is the simulated cluster (always) and a real kube-apiserver
 (when ``KUBEBUILDER_ASSETS`` holds kube-apiserver and etcd; otherwise that
 run is skipped and says why). Both serve upstream's alpha native gang API
-(scheduling.k8s.io/v1alpha2); the real one runs the Job and
-podgroup-protection controllers when the assets have kube-controller-manager
-(tests needing them call ``target.needs_controllers(...)``). Tests talk HTTP through ``target.req`` or
+(scheduling.k8s.io/v1alpha2); the real one runs the controllers the stand-in
+plays (Job, podgroup-protection, ReplicaSet, disruption: :data:`NATIVE_CONTROLLERS`)
+when the assets have kube-controller-manager (tests needing them call
+``target.needs_controllers(...)``). Tests talk HTTP through ``target.req`` or
 kubernetes-asyncio through ``target.api_client()``, in a fresh namespace
 ``target.ns``, and assert the same things on both: that is how the stand-in
 is kept honest.
@@ -39,7 +40,10 @@ from bench.simcluster.agent import AgentConfig
 from tests.support import envtest
 
 _ns_counter = itertools.count()
-NATIVE_CONTROLLERS = ("job-controller", "podgroup-protection-controller")
+# what kube-controller-manager runs for the whole session on the real server: the stand-in's controllers
+# (the volume ones run for test_volumes.py alone)
+NATIVE_CONTROLLERS = ("job-controller", "podgroup-protection-controller", "replicaset-controller",
+                      "disruption-controller")
 
 
 @dataclass
@@ -154,8 +158,8 @@ async def real_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
     if envtest.skip_reason() is not None:
         yield None
         return
-    # both servers serve the native gang API; the Job and podgroup-protection controllers run on
-    # the real one when the assets have kube-controller-manager (setup-envtest's do not)
+    # both servers serve the native gang API; the stand-in's controllers run on the real one when
+    # the assets have kube-controller-manager (setup-envtest's do not)
     assets = envtest.assets_dir()
     controllers = NATIVE_CONTROLLERS if assets is not None and (assets / "kube-controller-manager").is_file() else ()
     async with envtest.real_apiserver(tmp_path_factory.mktemp("real"), native_gangs=True,

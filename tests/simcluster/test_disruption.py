@@ -7,8 +7,10 @@ poddisruptionbudgets/status strategy resets only spec.
 
 The others watch the stand-in's disruption controller keep the status as
 kube-controller-manager's does, so they run on the simulated cluster only:
-a bare kube-apiserver runs no controllers (and no kubelets to make pods
-Ready). They wait for the status they expect by polling the store, never by
+they let its node agent run their pods (a real kube-apiserver has no
+kubelets to make pods Ready) and read its store. (The eviction subresource's
+dealings with the disruption controller run on both servers, in
+tests/simcluster/test_eviction.py.) They wait for the status they expect by polling the store, never by
 sleeping; the arithmetic case by case is in
 tests/unit/simcluster/test_disruption.py.
 """
@@ -74,7 +76,7 @@ async def test_a_status_write_takes_the_bodys_labels_along(target):
 
 # ---------------------------------------------------------------------------- the disruption controller (stand-in only)
 
-ONLY_SIM = "the disruption controller is kube-controller-manager's; a bare kube-apiserver runs none"
+ONLY_SIM = "the stand-in's node agent runs the pods (a real kube-apiserver has no kubelet)"
 NUMBERS = ("expectedPods", "desiredHealthy", "currentHealthy", "disruptionsAllowed")
 WEB = {"app": "web"}
 
@@ -186,7 +188,8 @@ async def test_max_unavailable_follows_the_controllers_scale(target):
     await create(target, pdbs(target), pdb_body("pdb", {"matchLabels": WEB}, maxUnavailable=1))
     await status_becomes(target, (3, 2, 3, 1), "SufficientPods")
     await eventually(target.sim.disruption_controller.caught_up, "the controller idle")
-    # no ReplicaSet controller adds pods here: the scale alone moves the numbers
+    # the ReplicaSet controller makes the two pods the scale asks for, and nothing schedules them: the
+    # scale moves the numbers, the healthy pods stay
     r = await target.req("PATCH", f"{rs_path}/rs", {"spec": {"replicas": 5}}, content_type=MERGE)
     assert r.status == 200, r.body
     await status_becomes(target, (5, 4, 3, 0), "InsufficientPods")
@@ -225,7 +228,7 @@ async def test_disrupted_pods_written_by_an_eviction_are_kept_and_not_healthy(ta
     await running_pods(target, node, "a", "b", "c", annotations={TERMINATION_SECONDS: "30"})
     await create(target, pdbs(target), pdb_body("pdb", {"matchLabels": WEB}, minAvailable=2))
     await status_becomes(target, (3, 2, 3, 1), "SufficientPods")
-    # what the eviction subresource (not served here) writes before it deletes the pod
+    # what the eviction subresource writes before it deletes the pod, written by hand: the controller alone
     evicted_at = rfc3339(target.sim.store.clock())
     r = await target.req("PATCH", f"{pdbs(target)}/pdb/status", {"status": {"disruptedPods": {"a": evicted_at}}},
                          content_type=MERGE)

@@ -196,6 +196,12 @@ async def test_get_pods_watch_prints_a_row_per_event(target, tmp_path):
     assert rows["second"]["STATUS"] == "Pending"
 
 
+async def _replicas(t: Target, prefix: str, resource: str, name: str, want: int) -> bool:
+    r = await t.req("GET", f"{prefix}/namespaces/{t.ns}/{resource}/{name}")
+    assert r.status == 200, r.body
+    return r.body["status"].get("replicas", 0) == want
+
+
 async def test_get_services_and_controllers_wide_shows_upstreams_columns(target, tmp_path):
     r = await target.req("POST", SERVICE.collection(target), service_body("web"))
     assert r.status == 201, r.body
@@ -214,12 +220,16 @@ async def test_get_services_and_controllers_wide_shows_upstreams_columns(target,
     assert header == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"]
     assert (row["TYPE"], row["EXTERNAL-IP"], row["PORT(S)"], row["SELECTOR"]) == \
         ("ClusterIP", "<none>", "80/TCP", "app=web")
-    # no controller runs on either server: nothing is current or ready
-    for resource in ("replicationcontrollers", "replicasets"):
+    # no ReplicationController controller runs; a ReplicaSet one does (its pods are current, and none is
+    # scheduled, so none is ready)
+    replica_set_pods = "2" if "replicaset-controller" in target.controllers else "0"
+    await wait_for(lambda: _replicas(target, "/apis/apps/v1", "replicasets", "web", int(replica_set_pods)),
+                   "the ReplicaSet's status to count its pods")
+    for resource, current in (("replicationcontrollers", "0"), ("replicasets", replica_set_pods)):
         header, row = await table(resource)
         assert header == ["NAME", "DESIRED", "CURRENT", "READY", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
         assert (row["DESIRED"], row["CURRENT"], row["READY"], row["CONTAINERS"], row["IMAGES"], row["SELECTOR"]) == \
-            ("2", "0", "0", "app", "registry.k8s.io/pause:3.10", "app=web")
+            ("2", current, "0", "app", "registry.k8s.io/pause:3.10", "app=web")
     header, row = await table("statefulsets")
     assert header == ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"]
     assert (row["READY"], row["CONTAINERS"]) == ("0/2", "app")
