@@ -180,6 +180,14 @@ async def settled(c: Cluster, app: str, replicas: int) -> dict[str, str]:
     return c.placement(app)
 
 
+def bounce_backs(c: Cluster) -> float:
+    """tandem's count of replacements bound elsewhere than their planned node."""
+    assert c.app is not None and c.app.scheduler is not None
+    m = c.app.scheduler.rebalancer.metrics
+    assert m is not None
+    return sum(s.value for metric in m.bounce_backs.collect() for s in metric.samples if s.name.endswith("_total"))
+
+
 def sources(evicted: dict[str, str]) -> set[str]:
     """The nodes the evicted pods left, from the events' notes ("moving the pod from node X to node Y ...")."""
     return {n.split("from node ", 1)[1].split(" ", 1)[0] for n in evicted.values()}
@@ -216,6 +224,7 @@ async def test_defragment_opens_two_whole_nodes_for_a_gang_under_a_budget(server
         assert len(new) == len(evicted)
         assert not set(new.values()) & left, (new, left)   # no replacement where a moved pod ran
         assert c.worst <= 1, f"{c.worst} of the ReplicaSet's pods unavailable at once"
+        assert bounce_backs(c) == 0
 
 
 async def test_compact_empties_low_nodes_into_the_fullest_and_keeps_prefer_no_eviction(server):
@@ -237,6 +246,7 @@ async def test_compact_empties_low_nodes_into_the_fullest_and_keeps_prefer_no_ev
         evicted = await notes(c, "Compact")
         assert evicted and all(name.startswith("web-") for name in evicted)
         assert all("to empty node(s)" in n for n in evicted.values())
+        assert bounce_backs(c) == 0
 
 
 async def test_a_new_zone_gets_its_share_of_a_zone_spread_replica_set_with_two_evictions(server):
@@ -262,6 +272,7 @@ async def test_a_new_zone_gets_its_share_of_a_zone_spread_replica_set_with_two_e
         assert len(evicted) == 2, evicted
         new = {n: node for n, node in c.placement("web").items() if n not in first}
         assert set(new.values()) == {f"{tag}-c"}
+        assert bounce_backs(c) == 0
 
 
 async def test_nothing_to_gain_evicts_nothing_and_a_dry_run_says_what_it_would_do(server):
