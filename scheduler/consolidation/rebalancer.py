@@ -194,9 +194,9 @@ class Rebalancer:
                     raise
                 except Exception:  # a planner bug must not stop the loop (the next interval tries again)
                     log.exception("planning consolidation for profile %s failed", name)
-            now = self.clock()
-            wait = min(self.due.values()) - now
-            await self.clock.wait(self.wake, max(0.05, wait))
+            # until the next profile is due (one running a plan waits for it to end: its end wakes the loop)
+            due = [at for name, at in self.due.items() if name not in self.running]
+            await self.clock.wait(self.wake, max(0.05, min(due) - self.clock()) if due else None)
             self.wake.clear()
 
     async def plan_profile(self, name: str) -> Plan | None:
