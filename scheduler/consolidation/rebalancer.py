@@ -424,7 +424,7 @@ class Rebalancer:
             if self.events is not None:
                 self.events.record(m.pod, "Normal", REASONS[m.strategy], "Evicting",
                                    f"moving the pod from node {m.source} to node {m.target} {m.why}", fw.name)
-            self.clock.call_later(STEER_TTL_SECONDS, self._expire, m)
+            self.clock.call_later(STEER_TTL_SECONDS + 1.0, self._expire, m)
         except asyncio.CancelledError:
             if not evicted:
                 self.cache.nominations.clear(_stand_in_uid(m))
@@ -473,6 +473,7 @@ class Rebalancer:
             self.metrics.pods_evicted.labels(result, m.strategy, m.pod.namespace, m.source, _profile(m)).inc()
 
     def _expire(self, m: Move) -> None:
+        self.moves.prune(self.clock())
         if m.state in (EVICTED, PLACED):
             if m.state == EVICTED:
                 log.info("no replacement came for %s within %ss", m.pod.key, STEER_TTL_SECONDS)

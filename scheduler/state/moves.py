@@ -82,6 +82,11 @@ class Moves:
             self.version += 1
         return live
 
+    def prune(self, now: float) -> None:
+        """Forget the sources whose TTL has passed (so the cycle's check stays O(1) once nothing moves)."""
+        for owner in list(self.avoid):
+            self.avoided(owner, now)
+
     def expect(self, m: Move, now: float) -> None:
         """``m``'s eviction is about to be asked for: from now on the owner's next pod is its replacement (the
         owner's controller may create it, and it may be in a cycle, before the eviction's answer arrives)."""

@@ -430,3 +430,22 @@ async def test_a_move_that_raises_is_aborted_and_the_next_plan_runs() -> None:
         assert not env.s.rebalancer.in_flight_owner and not env.s.rebalancer.in_flight_node
     finally:
         await finish(env, task)
+
+
+async def test_steering_ends_after_its_ttl() -> None:
+    from scheduler.state.moves import STEER_TTL_SECONDS
+    env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
+    try:
+        c.replica_set("web", cpu="500m")
+        env.node("n0", cpu="4")
+        env.node("n1", cpu="4")
+        c.running("web", "n0")
+        c.running("web", "n1")
+        await run_for(env, 10)
+        assert len(c.evictions) == 1
+        moves = env.s.cache.moves
+        assert moves.avoid   # the owner's pods are kept off the node its moved pod left
+        await env.advance(STEER_TTL_SECONDS + 2)
+        assert not moves.avoid and not moves.awaiting and not moves.replacements and not moves.moving
+    finally:
+        await finish(env, task)
