@@ -363,38 +363,49 @@ class WindowScraper:
     window ever opened, the whole time between :meth:`start` and
     :meth:`stop` counts. A failed scrape is logged, leaves :attr:`error`
     set and drops that window.
+
+    ``extra`` parses more from the same texts (bench/consolidation.py's
+    ``parse_scrape``): its values must subtract and add, and :attr:`extra`
+    holds their sum over the windows, as :attr:`histograms` does.
     """
 
     def __init__(self, recorder: Recorder, metrics_url: str, *, poll: float = 0.05,
-                 close_delay: float = 0.2) -> None:
+                 close_delay: float = 0.2, extra: Callable[[str], Any] | None = None) -> None:
         self.recorder = recorder
         self.metrics_url = metrics_url
         self.poll = poll
         self.close_delay = close_delay
+        self.parse_extra = extra
         self.histograms: dict[str, Histogram] = {}
+        self.extra: Any = None
         self.error: str | None = None
         self.windows = 0                     # windows measured
-        self._first: dict[str, Histogram] | None = None
+        self._first: tuple[dict[str, Histogram], Any] | None = None
         self._edges: asyncio.Queue[bool] = asyncio.Queue()
         self._is_open = False
         self._worker: asyncio.Task[None] | None = None
         self._poller: asyncio.Task[None] | None = None
 
-    async def _snapshot(self) -> dict[str, Histogram] | None:
+    async def _snapshot(self) -> tuple[dict[str, Histogram], Any] | None:
         try:
-            return attempt_histograms(await scrape(self.metrics_url))
+            text = await scrape(self.metrics_url)
+            return attempt_histograms(text), (self.parse_extra(text) if self.parse_extra is not None else None)
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
             self.error = f"scraping {self.metrics_url}: {type(exc).__name__}: {exc}"
             log.info("%s", self.error)      # the summary reports it; a dead scheduler says more elsewhere
             return None
 
-    def _add(self, after: dict[str, Histogram] | None, before: dict[str, Histogram] | None) -> None:
+    def _add(self, after: tuple[dict[str, Histogram], Any] | None,
+             before: tuple[dict[str, Histogram], Any] | None) -> None:
         if after is None or before is None:
             return
         self.windows += 1
-        for r, h in after.items():
-            delta = h - before.get(r, Histogram())
+        for r, h in after[0].items():
+            delta = h - before[0].get(r, Histogram())
             self.histograms[r] = self.histograms[r] + delta if r in self.histograms else delta
+        if after[1] is not None and before[1] is not None:
+            delta = after[1] - before[1]
+            self.extra = delta if self.extra is None else self.extra + delta
 
     def _edge(self, opening: bool, _t: float = 0.0) -> None:
         if opening != self._is_open:
@@ -423,7 +434,7 @@ class WindowScraper:
             await asyncio.sleep(self.poll)
 
     async def _scrape_edges(self) -> None:
-        before: dict[str, Histogram] | None = None
+        before: tuple[dict[str, Histogram], Any] | None = None
         while True:
             opening = await self._edges.get()
             try:
@@ -578,6 +589,7 @@ class RunMetrics:
     gang_wait_utilization: float | None = None
     requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
     events_dropped: float | None = None             # events its recorder dropped, whole run (tandem only)
+    moves: Any = None                               # bench.consolidation.Moves, for a Consolidation workload
 
     def throughput_avg(self, sampled: bool | None = None) -> float | None:
         """The headline throughput: SchedulingThroughput's Average, else the overall rate.

@@ -5,7 +5,10 @@ from its own create calls, bind time from the first event showing
 spec.nodeName); the metrics code turns it into throughput, latency
 percentiles and perf-dash DataItems. Times are ``time.time()`` seconds.
 Only pods created while collecting (a createPods op with collectMetrics,
-or between startCollectingMetrics and stopCollectingMetrics) count.
+or between startCollectingMetrics and stopCollectingMetrics) count. Pods a
+controller made (a ReplicaSet's, created with createAny) are kept too, never
+measured, with their owner: when they were bound, when their deletion began
+(an eviction, from the watch) and when they were gone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,13 @@ class PodTimes:
     group: str = ""           # "ns/podgroup" for gang members
     cpu: int = 0              # requested millicores (the utilization measure)
     gone: float | None = None  # when the watch saw it deleted
+    owner: str = ""           # "ReplicaSet ns/name" for a pod a controller made (not the runner)
+    deleting: float | None = None  # when the watch first saw its deletionTimestamp
+
+    def alive_at(self, t: float) -> bool:
+        """Bound by ``t``, and neither being deleted nor gone by then."""
+        return (self.bound is not None and self.bound <= t and (self.deleting is None or self.deleting > t)
+                and (self.gone is None or self.gone > t))
 
 
 @dataclass
@@ -33,6 +43,7 @@ class Recorder:
     # counts them so that runs made with and without placeholder pods can be compared
     writes: dict[str, int] = field(default_factory=dict)
     node_cpu: int = 0         # the allocatable millicores of the nodes the run created
+    node_zones: dict[str, str] = field(default_factory=dict)   # node -> its topology.kubernetes.io/zone, if any
 
     @property
     def collecting(self) -> bool:
@@ -49,6 +60,15 @@ class Recorder:
     def created(self, key: str, t: float, measured: bool | None = None, group: str = "", cpu: int = 0) -> None:
         self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured, group=group,
                                   cpu=cpu)
+
+    def adopted(self, key: str, t: float, owner: str, cpu: int = 0) -> None:
+        """A pod a controller made, first seen at ``t``: never measured."""
+        self.pods[key] = PodTimes(t, measured=False, owner=owner, cpu=cpu)
+
+    def deleting(self, key: str, t: float) -> None:
+        p = self.pods.get(key)
+        if p is not None and p.deleting is None:
+            p.deleting = t
 
     def gone(self, key: str, t: float) -> None:
         p = self.pods.get(key)

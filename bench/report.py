@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import psutil
 
+from bench.consolidation import highest_bound
 from bench.metrics import ATTEMPT_RESULTS, QUANTILES, RunMetrics, comparable_throughputs, histogram_quantiles, \
     summarize
 
@@ -109,6 +110,7 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "cpu_window_seconds": m.cpu_window_seconds,
         "api_requests": dict(m.requests),
         "events_dropped": m.events_dropped,
+        "consolidation": m.moves.as_dict() if m.moves is not None else None,
     }
 
 
@@ -212,6 +214,8 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         shown = True
     if not shown:
         lines.append(f"  attempt      - ({attempt_note or 'no /metrics from this scheduler'})")
+    if m.moves is not None:
+        lines.extend(moves_lines(m.moves))
     e = summarize(m.e2e)
     if e:
         lines.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (created to bound)")
@@ -239,6 +243,47 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
     if ceiling is not None:
         lines.append("  ceiling      " + ceiling_line(m, ceiling))
     return "\n".join(lines)
+
+
+def moves_lines(mv: Any) -> list[str]:
+    """A Consolidation workload's lines (bench/consolidation.py's Moves): the attempts per profile (fine
+    buckets), the measured pods' latency per namespace, the evictions, moves and plans, the nodes in use and
+    the zones' balance."""
+    out: list[str] = []
+    s = mv.scrape
+    if s is not None:
+        for (result, profile), h in sorted(s.attempts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            if h.count > 0 and result != "error":
+                p50, p99 = histogram_quantiles(h, (0.5, 0.99))
+                out.append(f"  attempt      p50 {_ms(p50)}  p99 {_ms(p99)}  ({result}, profile {profile}, "
+                           f"{h.count:,.0f} attempts, fine buckets)")
+    for ns, v in sorted(mv.e2e.items()):
+        e = summarize(v)
+        out.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (namespace {ns}, {len(v):,} pods)")
+    if s is not None and s.families:
+        whole, peak = mv.evictions_per_second()
+        out.append(f"  evictions    {mv.counter('evicted/success'):,.0f} ({mv.counter('evicted/error'):,.0f} refused or "
+                   f"failed); seen {len(mv.evictions):,}: {_num(whole)}/s over the {mv.seconds:.1f} s window, "
+                   f"at most {peak:,} in one second")
+        out.append(f"  moves        planned {mv.counter('moves/planned'):,.0f}  executed {mv.counter('moves/executed'):,.0f}"
+                   f"  aborted {mv.counter('moves/aborted'):,.0f};  bounce-backs {mv.counter('bounce_backs'):,.0f}")
+        for strategy, h in sorted(s.plans.items()):
+            (p50,) = histogram_quantiles(h, (0.5,))
+            share = f" ({h.sum / mv.seconds:.1%} of the window)" if mv.seconds else ""
+            out.append(f"  plans        {strategy}: {h.count:,.0f}, p50 {_ms(p50)}  mean {_ms(h.average)}  "
+                       f"max <= {_ms(highest_bound(h))}; {h.sum:.2f} s planning{share}")
+        if s.replacement_bound.count:
+            p50, p99 = histogram_quantiles(s.replacement_bound, (0.5, 0.99))
+            out.append(f"  replacement  bound p50 {_ms(p50)}  p99 {_ms(p99)} after its eviction "
+                       f"({s.replacement_bound.count:,.0f})")
+    emptied = f"; compaction emptied {mv.counter('nodes_emptied'):,.0f}" if s is not None and "compact" in s.plans \
+        else ""
+    out.append(f"  nodes        in use {mv.nodes_before:,} at the window's start, {mv.nodes_after:,} at its end{emptied}")
+    if mv.skews:
+        within = sum(1 for v in mv.skews.values() if v <= 1)
+        out.append(f"  zones        {within:,} of {len(mv.skews):,} owners have their pods within 1 of each other "
+                   f"over {mv.zones} zones at the end (max skew {max(mv.skews.values())})")
+    return out
 
 
 def ceiling_fraction(m: RunMetrics, ceiling: RunMetrics | float) -> tuple[float | None, float | None, str]:

@@ -1,11 +1,17 @@
 """Turn a directory of ``tandem-bench run`` JSON files into the markdown table of bench/RESULTS.md.
 
     python -m bench.results_table bench/out/table
+    python -m bench.results_table --consolidation bench/out/i28
 
 One row per workload and scheduler (the newest file wins), with the
 scheduler's throughput as a fraction of the baseline binder's on the same
 workload when both ran. Throughput is the average of 1 s samples when the
 run was long enough to have any, else the overall rate (marked *).
+
+``--consolidation``: one row per run of a Consolidation workload, in the order they ran (bench/consolidation.py
+says where each number comes from): the stream's attempt p50 / p99 (its own profile, the probe's fine buckets)
+and created-to-bound p50 / p99, the evictions and their rate, the plans' count and duration, bounce-backs, the
+nodes in use at the window's start and end, the ReplicaSets balanced over the zones and the gangs' wait.
 """
 
 from __future__ import annotations
@@ -75,8 +81,57 @@ def table(folder: Path) -> str:
     return "\n".join(out)
 
 
+STREAM_PROFILE = "tandem-stream"
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"
+
+
+def consolidation_row(doc: dict[str, Any]) -> str:
+    meta, run = doc["metadata"], doc["runs"][0]
+    c = run.get("consolidation") or {}
+    stream = (c.get("attempts") or {}).get(f"scheduled/{STREAM_PROFILE}") or {}
+    e2e = (c.get("e2e_seconds_by_namespace") or {}).get("stream") or {}
+    counters = c.get("counters") or {}
+    config = Path(meta["scheduler"]["config"] or "default").stem.removeprefix("benchmark-consolidation-")
+    if c.get("consolidation_enabled"):
+        plans = "; ".join(f'{st} {p["count"]:.0f}: {_ms(p.get("p50_seconds"))} / {_ms(p.get("mean_seconds"))} / '
+                          f'<= {_ms(p.get("max_bound_seconds"))}' for st, p in sorted((c.get("plans") or {}).items()))
+        evictions = (f'{counters.get("evicted/success", 0):,.0f} ({counters.get("evicted/error", 0):,.0f}): '
+                     f'{c.get("evictions_per_second") or 0:.1f}/s, peak {c.get("evictions_peak_in_one_second", 0)}')
+        bounce = f'{counters.get("bounce_backs", 0):.0f}'
+    else:
+        plans = evictions = bounce = "-"
+    nodes = c.get("nodes_in_use") or ["-", "-"]
+    zones = c.get("zone_skew")
+    balanced = f'{zones["within_1"]}/{zones["owners"]}' if zones else "-"
+    gangs = run.get("gang_latency_seconds") or {}
+    gang = f'{run.get("gangs_complete", 0)}: {gangs["Perc50"]:.1f} / {gangs["Max"]:.1f} s' if gangs else "-"
+    cpu = run.get("cpu_seconds")
+    return (f'| {meta["workload"]["name"]} | {config} | {meta["date"][11:16]} | {_ms(stream.get("p50_seconds"))} / '
+            f'{_ms(stream.get("p99_seconds"))} | {_ms(e2e.get("Perc50"))} / {_ms(e2e.get("Perc99"))} | {evictions} | '
+            f'{plans} | {bounce} | {nodes[0]:,} -> {nodes[1]:,} | {balanced} | {gang} | '
+            f'{"-" if cpu is None else f"{cpu:.1f}"} |')
+
+
+def consolidation_table(folder: Path) -> str:
+    out = ["| workload | config | UTC | stream attempt p50 / p99, ms | stream e2e p50 / p99, ms | evictions "
+           "(refused): per s over the window, most in 1 s | plans: count: p50 / mean / max, ms | bounce-backs "
+           "| nodes in use | balanced | gangs: p50 / max | scheduler CPU, s |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    docs = [json.loads(f.read_text()) for f in folder.glob("*.json")]
+    for doc in sorted(docs, key=lambda d: d["metadata"]["date"]):
+        if len(doc.get("runs") or ()) == 1 and doc["runs"][0].get("consolidation") is not None:
+            out.append(consolidation_row(doc))
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--consolidation":
+        print(consolidation_table(Path(args[1] if len(args) > 1 else "bench/out")))
+        return 0
     folder = Path(args[0] if args else "bench/out/table")
     print(table(folder))
     return 0

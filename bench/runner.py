@@ -33,6 +33,12 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
   are created inside a startCollectingMetrics / stopCollectingMetrics
   window and match its namespaces and labelSelector. Churn pods are never
   recorded.
+* Pods a controller makes (a createAny of ReplicaSets) are adopted by the
+  watch in the namespaces of those objects: recorded with their owner, never
+  measured, never counted by waits or barriers. Their bind, the start of their
+  deletion (an eviction) and their end are what the Consolidation measures
+  read (bench/consolidation.py). createAny waits for each object's
+  ``spec.replicas`` pods to be bound, as createPods waits for its pods.
 
 Names are explicit (``<generateName><run id>-<n>``) so that the created time
 can be keyed before the server answers, and so that runs never collide on a
@@ -106,6 +112,8 @@ class _Pod:
     attempted: bool = False     # a PodScheduled condition (any status): the scheduler has seen it
     terminating: bool = False   # a deletionTimestamp seen: being deleted, not gone yet
     gone: bool = False
+    owner: str = ""             # adopted: "ReplicaSet ns/name", the controller that made it
+    live: bool = False          # adopted, bound and not being deleted: counted in _Pods.live_by_owner
 
 
 @dataclass(eq=False)
@@ -142,6 +150,44 @@ class _Pods:
         self.waiters: set[_Waiter] = set()
         self.bind_listeners: list[Callable[[str, _Pod, float], None]] = []
         self.terminating_listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.adopting: set[str] = set()              # namespaces whose controllers' pods are adopted
+        self.live_by_owner: dict[str, int] = {}      # owner -> its adopted pods bound and not being deleted
+        self.replicas: dict[str, int] = {}           # owner -> the pods createAny waits for
+
+    def adopt(self, key: str, obj: dict[str, Any]) -> _Pod | None:
+        """A pod the runner did not create, in a namespace where it created controllers: recorded with its
+        controller (ownerReferences' controller: true), never measured, never counted."""
+        meta = obj.get("metadata") or {}
+        ref = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+        if ref is None:
+            return None
+        owner = f"{ref.get('kind')} {meta.get('namespace')}/{ref.get('name')}"
+        pod = self.add(key, str(meta.get("namespace")), dict(meta.get("labels") or {}), counted=False)
+        pod.owner = owner
+        pod.created = True
+        self.recorder.adopted(key, time.time(), owner, cpu=_cpu_millis(obj))
+        return pod
+
+    def wait_for_owners(self, need: dict[str, int], on_change: Callable[[int], None] | None = None) -> _Waiter:
+        """A waiter that settles when each owner has its ``need`` pods bound (and not being deleted)."""
+        self.replicas.update(need)
+        pending = {o for o, n in need.items() if self.live_by_owner.get(o, 0) < n}
+        waiter = _Waiter(pending, len(need), "Scheduled", on_change)
+        if on_change is not None:
+            on_change(len(need) - len(pending))
+        if pending:
+            self.waiters.add(waiter)
+        else:
+            waiter.event.set()
+        return waiter
+
+    def _live(self, pod: _Pod, live: bool) -> None:
+        if not pod.owner or pod.live == live:
+            return
+        pod.live = live
+        n = self.live_by_owner[pod.owner] = self.live_by_owner.get(pod.owner, 0) + (1 if live else -1)
+        if live and n >= self.replicas.get(pod.owner, n + 1):
+            self._settle(pod.owner)
 
     def add(self, key: str, namespace: str, labels: dict[str, str], counted: bool = True) -> _Pod:
         pod = self.pods[key] = _Pod(namespace, labels, counted)
@@ -180,6 +226,8 @@ class _Pods:
         for listener in self.bind_listeners:
             listener(key, pod, t)
         self._settle(key)
+        if not pod.terminating and not pod.gone:
+            self._live(pod, True)
 
     def attempted(self, key: str) -> None:
         pod = self.pods.get(key)
@@ -192,6 +240,7 @@ class _Pods:
         if pod is not None and not pod.gone:
             pod.gone = True
             self.recorder.gone(key, time.time())
+            self._live(pod, False)
             self._settle(key)
 
     def terminating(self, key: str, obj: dict[str, Any]) -> None:
@@ -199,6 +248,8 @@ class _Pods:
         pod = self.pods.get(key)
         if pod is not None and not pod.terminating and not pod.gone:
             pod.terminating = True
+            self.recorder.deleting(key, time.time())
+            self._live(pod, False)
             for listener in self.terminating_listeners:
                 listener(key, obj)
 
@@ -208,7 +259,11 @@ class _Pods:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         pod = self.pods.get(key)
         if pod is None:
-            return
+            if meta.get("namespace") not in self.adopting or event.get("type") == "DELETED":
+                return
+            pod = self.adopt(key, obj)
+            if pod is None:
+                return
         node = (obj.get("spec") or {}).get("nodeName")
         if node and not pod.bound:
             self.bound(key, time.time(), node)
@@ -494,7 +549,7 @@ class _Run:
 
         return make
 
-    async def _wait(self, op: Op, waiter: _Waiter, timeout: float | None, what: str) -> None:
+    async def _wait(self, op: Op, waiter: _Waiter, timeout: float | None, what: str, unit: str = "pods") -> None:
         """Until the waiter settles; RunError on timeout, or when the watch or a background op fails."""
         limit = timeout if timeout is not None else self.timeout
         loop = asyncio.get_running_loop()
@@ -515,13 +570,14 @@ class _Run:
         if not waiter.event.is_set():
             sample = ", ".join(sorted(waiter.pending)[:3])
             raise RunError(f"{self.workload.full_name} {op.label}: timed out after {limit:g}s waiting for "
-                           f"{what}: {len(waiter.pending)} of {waiter.total} pods still pending "
+                           f"{what}: {len(waiter.pending)} of {waiter.total} {unit} still pending "
                            f"(e.g. {sample})")
 
     async def _create_pods_and_wait(self, op: Op, namespace: str, pods: list[tuple[str, dict[str, str]]],
                                     make: Callable[[str, dict[str, str]], dict], measured: bool,
-                                    wait: bool, timeout: float | None) -> None:
-        """Create ``pods`` ((name, labels) pairs) in ``namespace``; then, unless skipped, wait as upstream does."""
+                                    wait: bool, timeout: float | None, per_second: float = 0.0) -> None:
+        """Create ``pods`` ((name, labels) pairs) in ``namespace``, pod i not before i / ``per_second`` seconds
+        when that is set; then, unless skipped, wait as upstream does."""
         keys = [f"{namespace}/{name}" for name, _ in pods]
         for key, (_, labels) in zip(keys, pods):
             self.pods.add(key, namespace, labels)
@@ -550,8 +606,15 @@ class _Run:
                 return cpus[id(spec)]
             return _cpu_millis(body)
 
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+
         async def one(i: int) -> None:
             nonlocal created
+            if per_second:
+                delay = start + i / per_second - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
             name, labels = pods[i]
             body = make(name, labels)
             group = labels.get(POD_GROUP_LABEL, "") or labels.get(NATIVE_GROUP_LABEL, "")
@@ -599,6 +662,8 @@ class _Run:
                 labels[ZONE_LABEL] = f"zone{i % op.zones + 1}"
                 if op.racks_per_zone:   # node i is the (i // zones)-th of its zone: racks round robin inside it
                     labels[RACK_LABEL] = f"zone{i % op.zones + 1}-rack{i // op.zones % op.racks_per_zone + 1}"
+            if ZONE_LABEL in labels:
+                self.recorder.node_zones[name] = labels[ZONE_LABEL]
             if op.label_values:  # labelNodePrepareStrategy: round robin, as upstream
                 labels[op.label_key] = op.label_values[i % len(op.label_values)]
             if op.unique_label_key:  # uniqueNodeLabelStrategy: upstream writes a UUID; the run-unique name is one
@@ -633,7 +698,8 @@ class _Run:
         started = op.collect_metrics and not self.recorder.collecting
         if started:
             self.recorder.start_collecting(time.time())
-        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout)
+        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout,
+                                         op.per_second)
         if started:
             self.recorder.stop_collecting(time.time())
 
@@ -700,15 +766,27 @@ class _Run:
         # by name, as pods name their PriorityClass
         fixed = raw_meta.get("name") if op.count == 1 and not raw_meta.get("generateName") else None
         prefix = _prefix(tmpl, f"{kind.lower()}-")
+        pod_template = (tmpl.get("spec") or {}).get("template")
+        if isinstance(pod_template, dict) and namespaced:
+            self.pods.adopting.add(op.namespace)   # its controller's pods: recorded with their owner
+            if not (pod_template.get("spec") or {}).get("schedulerName"):
+                # the run's scheduler, unless the template names one, as for the pods the runner creates
+                tmpl = {**tmpl, "spec": {**tmpl["spec"], "template": {
+                    **pod_template, "spec": {**(pod_template.get("spec") or {}), "schedulerName": self.scheduler_name}}}}
+        indexed = INDEX in orjson.dumps(tmpl).decode()
+        owners: dict[str, int] = {}
         done = 0
         self.progress(op.label, 0, op.count)
 
         async def one(i: int) -> None:
             nonlocal done
-            meta = {**meta0, "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
+            meta = {**(_with_index(meta0, i) if indexed else meta0),
+                    "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
             if namespaced:
                 meta["namespace"] = op.namespace
-            body = {**tmpl, "metadata": meta}
+            body = {**(_with_index(tmpl, i) if indexed else tmpl), "metadata": meta}
+            if op.replicas and namespaced:
+                owners[f"{kind} {op.namespace}/{meta['name']}"] = op.replicas
             try:
                 if fixed:
                     await self._create_or_reuse(f"{kind} {fixed}", path, body)
@@ -721,6 +799,11 @@ class _Run:
             self.progress(op.label, done, op.count)
 
         await self._each(op, range(op.count), one)
+        if owners and not op.skip_wait:
+            label = op.label
+            waiter = self.pods.wait_for_owners(owners, on_change=lambda n: self.progress(label, n, len(owners)))
+            await self._wait(op, waiter, op.timeout, f"the {op.replicas} pods of each {kind} to be scheduled "
+                             f"(does the cluster run the {kind} controller?)", unit=f"{kind}s")
 
     async def _create_or_reuse(self, what: str, path: str, body: dict[str, Any]) -> None:
         """Create an object with a fixed name; one that exists already (an earlier run's) must say what ``body`` says.
@@ -968,7 +1051,8 @@ async def run_workload(workload: Workload, target: Target, scheduler_name: str, 
     """Run ``workload``'s ops in order against ``target``, recording every pod's created and bound time.
 
     ``scheduler_name`` fills ``spec.schedulerName`` of every pod whose
-    template does not set one. ``progress(op_label, done, total)`` is called
+    template does not set one (a createAny's pod template too: a
+    ReplicaSet's). ``progress(op_label, done, total)`` is called
     as an op advances: for pod-creating ops that wait, ``done`` counts the
     op's pods scheduled (or deleted); for ops that do not wait, pods
     created; for createNodes, nodes created; for barrier, pods settled; for
@@ -992,6 +1076,18 @@ def _millis(cpu: Any) -> int:
         return int(float(text[:-1])) if text.endswith("m") else int(float(text) * 1000)
     except ValueError:
         return 0
+
+
+INDEX = "{{.Index}}"   # createAny's one text/template expression: the object's 0-based index
+
+
+def _with_index(obj: Any, i: int) -> Any:
+    """``obj`` with ``{{.Index}}`` replaced by ``i`` in every string, keys included."""
+    if isinstance(obj, dict):
+        return {_with_index(k, i): _with_index(v, i) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_with_index(v, i) for v in obj]
+    return obj.replace(INDEX, str(i)) if isinstance(obj, str) else obj
 
 
 def _cpu_millis(pod: dict[str, Any]) -> int:

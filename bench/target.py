@@ -6,11 +6,13 @@ habit):
 
 * :func:`open_target` gives a :class:`Target`: with a kubeconfig, that
   cluster; without, ``python -m bench.simcluster`` in its own process (no
-  node agent, as scheduler_perf runs without kubelets), so that the
+  node agent, as scheduler_perf runs without kubelets, unless the workload
+  needs the controllers that run with it: ``agent``), so that the
   benchmark client, the API server and the scheduler never share a core's
   event loop.
-* :func:`start_scheduler` runs ``python -m scheduler`` against the target
-  and waits until its /readyz answers 200.
+* :func:`start_scheduler` runs ``python -m scheduler`` (or ``python -m
+  bench.probe``, the same scheduler with finer attempt buckets) against the
+  target and waits until its /readyz answers 200.
 
 Both write their processes' output to files in ``workdir`` and, when a
 process dies early, raise with the tail of that file: a benchmark that
@@ -113,9 +115,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def _start_sim(workdir: Path, kubeconfig: Path, sim_args: Sequence[str]) -> tuple[subprocess.Popen, str, Path]:
+async def _start_sim(workdir: Path, kubeconfig: Path, sim_args: Sequence[str],
+                     agent: bool = False) -> tuple[subprocess.Popen, str, Path]:
     log_path = _fresh_log(workdir, "sim")
-    cmd = [sys.executable, "-m", "bench.simcluster", "--port", "0", "--no-agent",
+    cmd = [sys.executable, "-m", "bench.simcluster", "--port", "0", *(() if agent else ("--no-agent",)),
            "--kubeconfig-out", str(kubeconfig), "--watch-window", "200000", *sim_args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env())
@@ -138,12 +141,16 @@ async def _start_sim(workdir: Path, kubeconfig: Path, sim_args: Sequence[str]) -
 
 
 @asynccontextmanager
-async def open_target(kubeconfig: Path | None, workdir: Path, sim_args: Sequence[str] = ()) -> AsyncIterator[Target]:
+async def open_target(kubeconfig: Path | None, workdir: Path, sim_args: Sequence[str] = (),
+                      agent: bool = False) -> AsyncIterator[Target]:
     """The cluster to benchmark on; without a kubeconfig, a simulated cluster started for the block.
 
     ``sim_args`` go to ``python -m bench.simcluster`` (``--fault ...``,
-    ``--watch-drop-interval 30``). The yielded client has no client-side
-    rate limit: the benchmark measures the scheduler, not its own throttle.
+    ``--watch-drop-interval 30``). ``agent`` runs the simulated cluster with
+    its node agent and controllers (pods turn Running and Ready, ReplicaSets
+    make pods, evictions ask the disruption budgets); without it pods stay
+    Pending once bound. The yielded client has no client-side rate limit:
+    the benchmark measures the scheduler, not its own throttle.
     """
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -153,7 +160,7 @@ async def open_target(kubeconfig: Path | None, workdir: Path, sim_args: Sequence
         kubeconfig = workdir / "sim.kubeconfig"
         if kubeconfig.exists():
             kubeconfig.unlink()  # the sim's line and file must both be new
-        proc, url, _ = await _start_sim(workdir, kubeconfig, sim_args)
+        proc, url, _ = await _start_sim(workdir, kubeconfig, sim_args, agent)
     try:
         # the bench process's one clock; the target's client carries it to whoever else needs one
         client = await from_kubeconfig(str(kubeconfig), qps=0, clock=Clock())
@@ -188,11 +195,12 @@ async def _wait_ready(proc: subprocess.Popen, url: str, log_path: Path) -> None:
 
 @asynccontextmanager
 async def start_scheduler(config: Path | None, kubeconfig: Path, workdir: Path,
-                          metrics_port: int = 0) -> AsyncIterator[SchedulerProcess]:
+                          metrics_port: int = 0, probe: bool = False) -> AsyncIterator[SchedulerProcess]:
     """``python -m scheduler --kubeconfig K [--config F] --port P --insecure-serving`` for the block.
 
     Ready once /readyz answers 200 (informers synced). ``metrics_port`` 0
-    picks a free port. On exit the process gets SIGTERM (it drains binds in
+    picks a free port. ``probe`` starts ``python -m bench.probe`` instead:
+    the same scheduler, its attempts also counted in fine buckets. On exit the process gets SIGTERM (it drains binds in
     flight), then SIGKILL. A scheduler that dies before it is ready, or
     while the block runs, raises :class:`TargetError` with the tail of its
     log (unless the block is already raising).
@@ -202,7 +210,8 @@ async def start_scheduler(config: Path | None, kubeconfig: Path, workdir: Path,
     port = metrics_port or free_port()
     log_path = _fresh_log(workdir, "scheduler")
     # plain HTTP on loopback: the benchmark scrapes /metrics without a token
-    cmd = [sys.executable, "-m", "scheduler", "--kubeconfig", str(kubeconfig), "--port", str(port),
+    cmd = [sys.executable, "-m", "bench.probe" if probe else "scheduler", "--kubeconfig", str(kubeconfig),
+           "--port", str(port),
            "--bind-address", "127.0.0.1", "--insecure-serving"]
     if config is not None:
         cmd += ["--config", str(config)]

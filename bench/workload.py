@@ -35,7 +35,16 @@ plus tandem's createPodGroups (gangs: a ``scheduling.x-k8s.io/v1alpha1``
 PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``)
 and createPipelineRuns (Tekton PipelineRuns' pods, stage by stage; bench/pipelines.py).
 createAny creates ``count`` objects of any kind from a template (a Service, a
-ReplicaSet), like upstream's but without its text/template expansion.
+ReplicaSet), like upstream's; of its text/template expansion only ``{{.Index}}``
+(the object's 0-based index) is supported, in any string of the template, so that
+each ReplicaSet can select pods of its own. A createAny of objects with
+``spec.replicas`` (ReplicaSets, StatefulSets) waits, unless
+``skipWaitToCompletion``, until that many pods of each, as their controller makes
+them, are bound: the cluster must run the controller (the simulated cluster does
+with its node agent, which :func:`uses_controllers` tells tandem-bench to start).
+createPods takes ``createPodsPerSecond`` (as upstream's deletePods takes
+deletePodsPerSecond): the pods are created at that pace, pod i at i / rate
+seconds, whatever the scheduler does meanwhile (a stream, measured open-loop).
 createPods takes upstream's ``persistentVolumeTemplatePath`` and
 ``persistentVolumeClaimTemplatePath`` (or inline ``persistentVolumeTemplate``
 / ``persistentVolumeClaimTemplate``): each pod gets a claim of its own
@@ -78,6 +87,13 @@ def uses_native_gangs(workload: Any) -> bool:
     """Does the workload create native PodGroups (so a simulated cluster must serve scheduling.k8s.io/v1alpha2)?"""
     return any(getattr(op, "group_template", {}).get("apiVersion") == NATIVE_POD_GROUP_API_VERSION
                for op in workload.ops)
+def uses_controllers(workload: Any) -> bool:
+    """Does the workload create objects whose controller makes pods (a ReplicaSet), so a simulated cluster must
+    run its controllers and node agent?"""
+    return any(isinstance(op, CreateAny) and isinstance((op.template.get("spec") or {}).get("template"), dict)
+               for op in workload.ops)
+
+
 ZONE_LABEL = "topology.kubernetes.io/zone"
 # createNodes' racksPerZone: racks inside each zone (Kueue's topology docs name a rack label this way)
 RACK_LABEL = "cloud.provider.com/topology-rack"
@@ -165,6 +181,7 @@ class CreatePods(Op):
     timeout: float | None = None                    # seconds; None: the run's default
     volume_template: dict[str, Any] | None = None   # a PersistentVolume per pod, bound to its claim
     claim_template: dict[str, Any] | None = None    # a PersistentVolumeClaim per pod
+    per_second: float = 0.0                         # createPodsPerSecond; 0: as fast as the server takes them
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +190,14 @@ class CreateAny(Op):
     template: dict[str, Any] = field(default_factory=dict)    # has apiVersion and kind
     namespace: str = ""                             # empty: a cluster-scoped kind (as upstream)
     count: int = 1
+    skip_wait: bool = False                         # objects with spec.replicas: do not wait for their pods
+    timeout: float | None = None
+
+    @property
+    def replicas(self) -> int | None:
+        """The pods each object's controller makes (``spec.replicas``), or None for a kind without them."""
+        value = (self.template.get("spec") or {}).get("replicas")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,8 +315,8 @@ _FIELDS: dict[str, frozenset[str]] = {
                               "persistentVolumesPerNode", *_PV}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
-                             "skipWaitToCompletion", "timeout", *_PV, *_PVC}),
-    "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template"}),
+                             "skipWaitToCompletion", "timeout", "createPodsPerSecond", *_PV, *_PVC}),
+    "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template", "skipWaitToCompletion", "timeout"}),
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
                                   "skipWaitToCompletion", "timeout"}),
@@ -660,7 +685,8 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
             raise fail("persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)")
         op = CreatePods(index, count=f.count(), namespace=f.text("namespace", default_ns), template=tmpl,
                         collect_metrics=f.flag("collectMetrics"), skip_wait=f.flag("skipWaitToCompletion"),
-                        timeout=f.duration("timeout"), volume_template=volume, claim_template=claim)
+                        timeout=f.duration("timeout"), volume_template=volume, claim_template=claim,
+                        per_second=f.number("createPodsPerSecond", 0.0))
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
         return op
@@ -673,7 +699,8 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
             if not isinstance(tmpl.get(key), str) or not tmpl[key]:
                 raise fail(f"the template has no {key}: createAny needs apiVersion and kind to find the resource")
         count = f.count() if "count" in raw or "countParam" in raw else 1  # upstream's default
-        return CreateAny(index, template=tmpl, namespace=f.text("namespace", ""), count=count)
+        return CreateAny(index, template=tmpl, namespace=f.text("namespace", ""), count=count,
+                         skip_wait=f.flag("skipWaitToCompletion"), timeout=f.duration("timeout"))
     if opcode == "createPodGroups":
         tmpl = f.template("podTemplatePath", "podTemplate", ("Pod",), default_pod)
         if tmpl is None:

@@ -34,9 +34,10 @@ from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, Cre
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 # the native gangs' Smoke runs need the native API served and a gang profile: test_native_gang_workloads.py;
-# GangStarvation's measures more than its pods: test_starvation_workload.py
+# GangStarvation's measures more than its pods: test_starvation_workload.py; the Consolidation workloads need
+# the simulated cluster's controllers and a profile with the plugin: test_consolidation_workloads.py
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f)
-               if w.name == "Smoke" and "native-gang" not in w.labels and "starvation" not in w.labels)
+               if w.name == "Smoke" and not {"native-gang", "starvation", "consolidation"} & set(w.labels))
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
 PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
 SCHEDULER = "tandem-scheduler"
@@ -349,3 +350,89 @@ async def test_the_runner_finishes_graceful_deletes_of_pods_annotated_terminatio
     assert 0.9 <= gone_after["capped"] < 3                       # after its grace period's 1 s, not 30
     (plain,) = (await target.client.list("/api/v1/pods"))["items"]
     assert plain["metadata"]["deletionTimestamp"]                # not annotated: left to the cluster
+
+
+REPLICA_SETS = """\
+- opcode: createAny
+  namespace: apps
+  count: 3
+  skipWaitToCompletion: {skip}
+  timeout: 0.5
+  template:
+    apiVersion: apps/v1
+    kind: ReplicaSet
+    metadata: {{generateName: web-, labels: {{index: "{{{{.Index}}}}"}}}}
+    spec:
+      replicas: 2
+      selector: {{matchLabels: {{app: "web-{{{{.Index}}}}"}}}}
+      template:
+        metadata: {{labels: {{app: "web-{{{{.Index}}}}"}}}}
+        spec: {{containers: [{{name: c, image: pause}}]}}
+"""
+
+
+async def test_create_any_gives_each_object_its_index_and_the_pod_template_the_runs_scheduler(sim, tmp_path):
+    _, target = sim
+    await run_workload(ops_workload(tmp_path, "RS", REPLICA_SETS.format(skip="true")), target, "nobody", Recorder())
+    sets = (await target.client.list("/apis/apps/v1/namespaces/apps/replicasets"))["items"]
+    by_index = {rs["metadata"]["labels"]["index"]: rs["spec"] for rs in sets}
+    assert sorted(by_index) == ["0", "1", "2"]
+    for i, spec in by_index.items():
+        assert spec["selector"] == {"matchLabels": {"app": f"web-{i}"}}
+        assert spec["template"]["metadata"]["labels"] == {"app": f"web-{i}"}
+        assert spec["template"]["spec"]["schedulerName"] == "nobody"
+
+
+async def test_create_any_of_replica_sets_waits_for_their_pods_and_says_when_no_controller_makes_them(sim, tmp_path):
+    _, target = sim   # in this process, without its agent: no ReplicaSet controller
+    with pytest.raises(RunError) as err:
+        await run_workload(ops_workload(tmp_path, "RS", REPLICA_SETS.format(skip="false")), target, "nobody",
+                           Recorder())
+    assert "op 0 (createAny): timed out after 0.5s waiting for the 2 pods of each ReplicaSet to be scheduled " \
+           "(does the cluster run the ReplicaSet controller?): 3 of 3 ReplicaSets still pending (e.g. ReplicaSet apps/web-" \
+           in str(err.value)
+
+
+async def test_create_pods_per_second_paces_the_creates(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Paced", """\
+    - opcode: createPods
+      count: 5
+      createPodsPerSecond: 20
+      skipWaitToCompletion: true
+      podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-}, spec: {containers: [{name: c, image: pause}]}}
+    """)
+    recorder = Recorder()
+    await run_workload(workload, target, "nobody", recorder)
+    created = sorted(p.created for p in recorder.pods.values())
+    assert len(created) == 5 and created[-1] - created[0] >= 4 / 20 - 0.01
+
+
+def test_the_watch_adopts_a_controllers_pods_and_tells_an_owners_wait_when_enough_of_them_are_bound():
+    from bench.runner import _Pods
+
+    recorder = Recorder()
+    pods = _Pods(recorder)
+    pods.adopting.add("apps")
+    waiter = pods.wait_for_owners({"ReplicaSet apps/web": 2})
+
+    def event(name: str, node: str = "", deleting: bool = False, kind: str = "MODIFIED", ns: str = "apps") -> dict:
+        meta = {"namespace": ns, "name": name, "ownerReferences": [
+            {"kind": "ReplicaSet", "name": "web", "controller": True}]}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"type": kind, "object": {"metadata": meta, "spec": {"nodeName": node, "containers": [
+            {"resources": {"requests": {"cpu": "500m"}}}]}}}
+
+    pods.on_event(event("web-a", kind="ADDED"))
+    pods.on_event(event("web-a", node="n1"))
+    pods.on_event(event("web-b", node="n2", kind="ADDED"))
+    pods.on_event(event("other", node="n3", ns="elsewhere"))   # not a namespace the run made controllers in
+    assert waiter.event.is_set() and pods.live_by_owner == {"ReplicaSet apps/web": 2}
+    pods.on_event(event("web-a", node="n1", deleting=True))    # evicted
+    pods.on_event(event("web-a", node="n1", kind="DELETED"))
+    assert pods.live_by_owner == {"ReplicaSet apps/web": 1}
+    a, b = recorder.pods["apps/web-a"], recorder.pods["apps/web-b"]
+    assert (a.owner, a.node, a.cpu, a.measured) == ("ReplicaSet apps/web", "n1", 500, False)
+    assert a.deleting is not None and a.gone is not None and a.deleting <= a.gone and b.deleting is None
+    assert "elsewhere/other" not in recorder.pods

@@ -12,7 +12,7 @@ from bench.pipelines import stages
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePipelineRuns,
                             CreatePodGroups, CreatePods, DeletePods, Sleep, StartCollectingMetrics,
                             StopCollectingMetrics, WorkloadError, find_workload,
-                            load_workloads, parse_duration)
+                            load_workloads, parse_duration, uses_controllers)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
@@ -422,6 +422,33 @@ def test_node_label_strategies_and_create_any(tmp_path):
     assert (unique.label_key, unique.label_values, unique.unique_label_key) == ("", (), "example.com/id")
     assert (service.template["kind"], service.namespace, service.count) == ("Service", "ns", 1)  # upstream's count
     assert (classes.template["kind"], classes.namespace, classes.count) == ("PriorityClass", "", 3)
+    assert not uses_controllers(w)
+
+
+def test_paced_pods_and_replica_sets_that_make_the_workload_need_controllers(tmp_path):
+    path = write(tmp_path, """\
+    - name: R
+      workloadTemplate:
+      - opcode: createAny
+        namespace: apps
+        count: 2
+        timeout: 30s
+        template: {apiVersion: apps/v1, kind: ReplicaSet, metadata: {generateName: "web-{{.Index}}-"},
+                   spec: {replicas: $replicas, template: {spec: {containers: [{name: c, image: pause}]}}}}
+      - opcode: createPods
+        count: 10
+        createPodsPerSecond: $rate
+        podTemplate: {apiVersion: v1, kind: Pod, spec: {containers: [{name: c, image: pause}]}}
+      workloads:
+      - name: W
+        params: {replicas: 3, rate: 2.5}
+    """)
+    (w,) = load_workloads(path)
+    sets, paced = w.ops
+    assert (sets.replicas, sets.timeout, sets.skip_wait) == (3, 30.0, False)
+    assert sets.template["metadata"]["generateName"] == "web-{{.Index}}-"   # expanded per object by the runner
+    assert paced.per_second == 2.5
+    assert uses_controllers(w)
 
 
 # ---------------------------------------------------------------------------- errors name file and op
@@ -474,6 +501,8 @@ HEADER = """\
      "T op 1 (createPods): persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)"),
     ("  - opcode: createPods\n    count: 1\n    persistentVolumeClaimTemplate: {kind: PersistentVolume}\n", {},
      "T op 1 (createPods): field persistentVolumeClaimTemplate: expected a PersistentVolumeClaim object"),
+    ("  - opcode: createPods\n    count: 1\n    createPodsPerSecond: -1\n", {},
+     "T op 1 (createPods): field createPodsPerSecond: must not be negative, got -1"),
     ("  - opcode: createNodes\n    count: 1\n    persistentVolumesPerNode: 2\n", {},
      "T/W op 1 (createNodes): persistentVolumesPerNode and persistentVolumeTemplatePath (or "
      "persistentVolumeTemplate) go together"),
@@ -484,7 +513,8 @@ HEADER = """\
     "an unknown barrier stage", "a duration that does not parse", "a taint with an unknown effect",
     "two node label strategies", "a label strategy without values", "a unique label strategy with values",
     "createAny without a template", "createAny of a template without a kind",
-    "pods with volumes but no claims", "a claim template of another kind", "volumes per node without a template",
+    "pods with volumes but no claims", "a claim template of another kind", "a negative pace",
+    "volumes per node without a template",
 ])
 def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
     (tmp_path / "pod.yaml").write_text(POD)
