@@ -22,8 +22,12 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) -m bench.demo $(RUN_ARGS)
 
+# Two pytest-xdist workers: most of the suite waits on real servers and short real timeouts, not on the cpu,
+# so two workers about halve it on a 2-core machine. --dist loadfile keeps each test file on one worker, so a
+# module-scoped real kube-apiserver starts once, not once per worker. PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # SchedulingBasic at 5,000 nodes on the simulated cluster, tandem's default profile (see bench/RESULTS.md)
 bench: $(STAMP)

@@ -163,7 +163,9 @@ class Rebalancer:
                 log.warning("bounce-back: %s replaced %s on %s, not on the planned %s", pod.key, m.pod.key,
                             pod.node_name, m.target)
         if pod.node_name and _ready(pod):
-            self._finish(m, DONE)
+            m.ready = True
+            if m.answered:   # else its eviction's answer, still on its way, ends it
+                self._finish(m, DONE)
 
     def on_job(self, obj: dict[str, Any] | None, old: dict[str, Any] | None = None) -> None:
         """The Job informer: which Jobs' pods may move (their podFailurePolicy ignores DisruptionTarget)."""
@@ -192,9 +194,9 @@ class Rebalancer:
                     raise
                 except Exception:  # a planner bug must not stop the loop (the next interval tries again)
                     log.exception("planning consolidation for profile %s failed", name)
-            now = self.clock()
-            wait = min(self.due.values()) - now
-            await self.clock.wait(self.wake, max(0.05, wait))
+            # until the next profile is due (one running a plan waits for it to end: its end wakes the loop)
+            due = [at for name, at in self.due.items() if name not in self.running]
+            await self.clock.wait(self.wake, max(0.05, min(due) - self.clock()) if due else None)
             self.wake.clear()
 
     async def plan_profile(self, name: str) -> Plan | None:
@@ -371,6 +373,7 @@ class Rebalancer:
 
     async def _move(self, fw: "Framework", args: Any, run: Running, m: Move) -> None:
         delay = FIRST_RETRY_SECONDS
+        evicted = False
         try:
             while True:
                 if not self._check(fw, args, run, m):
@@ -378,6 +381,7 @@ class Rebalancer:
                     return
                 stand_in = dataclasses.replace(replacement(m.pod), uid=_stand_in_uid(m))
                 self.cache.nominations.set(stand_in, m.target)
+                self.moves.expect(m, self.clock())
                 try:
                     await self.client.create(f"/api/v1/namespaces/{m.pod.namespace}/pods/{m.pod.name}/eviction",
                                              {"apiVersion": "policy/v1", "kind": "Eviction",
@@ -386,6 +390,7 @@ class Rebalancer:
                                              retry=NO_RETRY)
                 except TooManyRequests as exc:
                     self.cache.nominations.clear(stand_in.uid)
+                    self.moves.refused(m)
                     self._evicted_metric(m, "error")
                     m.tries += 1
                     if m.tries >= MAX_TRIES:
@@ -398,31 +403,39 @@ class Rebalancer:
                     continue
                 except (NotFound, Conflict):
                     self.cache.nominations.clear(stand_in.uid)
+                    self.moves.refused(m)
                     self._finish(m, ABORTED)   # gone, or another pod of its name: nothing to move
                     return
                 except APIError as exc:
                     self.cache.nominations.clear(stand_in.uid)
+                    self.moves.refused(m)
                     self._evicted_metric(m, "error")
                     log.warning("evicting %s failed: %s", m.pod.key, exc)
                     self._finish(m, ABORTED)
                     return
                 break
+            evicted = True
             self.moves.evicted(m, self.clock())
+            if m.ready:
+                self._finish(m, DONE)   # its replacement was Ready before the answer came
             self._evicted_metric(m, "success")
             if self.metrics is not None:
                 self.metrics.moves.labels(m.strategy, "executed", run.profile).inc()
             if self.events is not None:
                 self.events.record(m.pod, "Normal", REASONS[m.strategy], "Evicting",
                                    f"moving the pod from node {m.source} to node {m.target} {m.why}", fw.name)
-            self.clock.call_later(STEER_TTL_SECONDS, self._expire, m)
+            self.clock.call_later(STEER_TTL_SECONDS + 1.0, self._expire, m)
         except asyncio.CancelledError:
-            self.cache.nominations.clear(_stand_in_uid(m))
-            if m.state == EVICTING:
+            if not evicted:
+                self.cache.nominations.clear(_stand_in_uid(m))
+                self.moves.refused(m)
                 self._finish(m, ABORTED)
             raise
         except Exception:  # a bug: the move ends (its limits free), the plan goes on
             log.exception("moving %s failed", m.pod.key)
-            if m.state == EVICTING:
+            if not evicted:
+                self.cache.nominations.clear(_stand_in_uid(m))
+                self.moves.refused(m)
                 self._finish(m, ABORTED)
 
     def _check(self, fw: "Framework", args: Any, run: Running, m: Move) -> bool:
@@ -460,6 +473,7 @@ class Rebalancer:
             self.metrics.pods_evicted.labels(result, m.strategy, m.pod.namespace, m.source, _profile(m)).inc()
 
     def _expire(self, m: Move) -> None:
+        self.moves.prune(self.clock())
         if m.state in (EVICTED, PLACED):
             if m.state == EVICTED:
                 log.info("no replacement came for %s within %ss", m.pod.key, STEER_TTL_SECONDS)

@@ -48,6 +48,8 @@ class Move:
     tries: int = 0                # evictions refused (429) so far
     profile: str = ""             # the profile whose plan it is
     bound: bool = False           # its replacement was bound (timed, and checked for a bounce-back)
+    answered: bool = False        # its eviction was answered (success)
+    ready: bool = False           # its replacement is Ready (the move is done once answered too)
 
 
 class Moves:
@@ -80,19 +82,46 @@ class Moves:
             self.version += 1
         return live
 
-    def evicted(self, m: Move, now: float) -> None:
-        m.state, m.evicted_at = EVICTED, now
-        self.moving.pop(m.pod.uid, None)
+    def prune(self, now: float) -> None:
+        """Forget the sources whose TTL has passed (so the cycle's check stays O(1) once nothing moves)."""
+        for owner in list(self.avoid):
+            self.avoided(owner, now)
+
+    def expect(self, m: Move, now: float) -> None:
+        """``m``'s eviction is about to be asked for: from now on the owner's next pod is its replacement (the
+        owner's controller may create it, and it may be in a cycle, before the eviction's answer arrives)."""
+        m.state, m.evicted_at = EVICTING, now
         self.awaiting.setdefault(m.owner_uid, deque()).append(m)
         self.avoid.setdefault(m.owner_uid, {})[m.source] = now + STEER_TTL_SECONDS
         self.version += 1
 
+    def refused(self, m: Move) -> None:
+        """The eviction was not made: no replacement is due (the source stays avoided until its TTL); a pod of the
+        owner steered meanwhile was not its replacement."""
+        if m.replacement:
+            self.replacements.pop(m.replacement, None)
+            m.replacement = ""
+        m.state = EVICTING
+        q = self.awaiting.get(m.owner_uid)
+        if q is not None and m in q:
+            q.remove(m)
+            if not q:
+                del self.awaiting[m.owner_uid]
+
+    def evicted(self, m: Move, now: float) -> None:
+        """The eviction was made (its replacement may have come already: then it stays PLACED)."""
+        m.evicted_at, m.answered = now, True
+        self.moving.pop(m.pod.uid, None)
+        if m.state == EVICTING:
+            m.state = EVICTED
+        self.version += 1
+
     def next_for(self, owner_uid: str) -> Move | None:
-        """The oldest evicted move of the owner still waiting for its replacement."""
+        """The oldest move of the owner being evicted or evicted, still waiting for its replacement."""
         q = self.awaiting.get(owner_uid)
         while q:
             m = q[0]
-            if m.state == EVICTED:
+            if m.state in (EVICTING, EVICTED):
                 return m
             q.popleft()
         if q is not None:

@@ -204,3 +204,14 @@ def test_native_gang_file_is_the_default_profile_with_gang_scheduling_and_priori
         assert "GangScheduling" in g.plugins[point], point
     assert g.plugins == d.plugins, "the default profile has upstream's gang plugins already: the file names them again"
     assert g.weights == d.weights, "PodGroupPodsCount's weight is for a point tandem has not"
+
+
+def test_consolidation_file_is_the_default_profile_with_consolidation_dry_run_first() -> None:
+    cfg, default = _load("consolidation.yaml"), load_config(None)
+    (p,), (d,) = cfg.profiles, default.profiles
+    for point in ("preFilter", "filter"):
+        assert p.plugins[point] == [*d.plugins[point], "Consolidation"], point
+    args = p.plugin_args["Consolidation"]
+    assert args.defragment and args.compact.enabled and args.spread.enabled
+    assert args.dry_run, "a file to copy starts by reporting, not evicting"
+    assert args.compact.thresholds == {"cpu": 20, "memory": 20, "pods": 20}

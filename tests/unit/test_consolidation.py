@@ -44,6 +44,7 @@ class Cluster:
         self.created: dict[str, str] = {}           # replacement name -> the name of the pod it replaced
         self.history: dict[str, list[str]] = {}     # pod name -> nodes it was bound to (its own only)
         self.sets: dict[str, dict[str, Any]] = {}   # ReplicaSet name -> its pod template
+        self.slow_answer = 0                        # loop turns an eviction's answer takes
         api = env.api
         orig_bind = api.bind
 
@@ -54,7 +55,10 @@ class Cluster:
 
         async def create(path: str, body: Any, **_: Any) -> dict[str, Any]:
             if path.endswith("/eviction"):
-                return self._evict(path.split("/")[-2])
+                answer = self._evict(path.split("/")[-2])
+                for _ in range(self.slow_answer):   # the replacement is made and scheduled before the answer
+                    await asyncio.sleep(0)
+                return answer
             return body
 
         api.bind = bind
@@ -178,9 +182,10 @@ def no_bounce_back(env: InProcess) -> None:
                    if s.name.endswith("_total"))
 
 
-@pytest.mark.parametrize("reservation", [True, False])
-async def test_defragment_opens_whole_nodes_for_a_gang(reservation: bool) -> None:
+@pytest.mark.parametrize("reservation, slow", [(True, 0), (False, 0), (True, 40)])
+async def test_defragment_opens_whole_nodes_for_a_gang(reservation: bool, slow: int) -> None:
     env, c, task = await started(config({}, reservation))
+    c.slow_answer = slow   # 40: each replacement is in a cycle before its eviction's answer arrives
     try:
         c.replica_set("web")
         for i in range(4):
@@ -423,5 +428,24 @@ async def test_a_move_that_raises_is_aborted_and_the_next_plan_runs() -> None:
                    if s.name.endswith("_total") and s.labels["result"] == "aborted"]
         assert sum(aborted) == 1
         assert not env.s.rebalancer.in_flight_owner and not env.s.rebalancer.in_flight_node
+    finally:
+        await finish(env, task)
+
+
+async def test_steering_ends_after_its_ttl() -> None:
+    from scheduler.state.moves import STEER_TTL_SECONDS
+    env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
+    try:
+        c.replica_set("web", cpu="500m")
+        env.node("n0", cpu="4")
+        env.node("n1", cpu="4")
+        c.running("web", "n0")
+        c.running("web", "n1")
+        await run_for(env, 10)
+        assert len(c.evictions) == 1
+        moves = env.s.cache.moves
+        assert moves.avoid   # the owner's pods are kept off the node its moved pod left
+        await env.advance(STEER_TTL_SECONDS + 2)
+        assert not moves.avoid and not moves.awaiting and not moves.replacements and not moves.moving
     finally:
         await finish(env, task)
