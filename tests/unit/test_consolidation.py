@@ -154,6 +154,15 @@ class Cluster:
                 if "/pods/" in p and o["metadata"]["name"].startswith(prefix)}
 
 
+def two_low_nodes(env: InProcess, c: Cluster) -> None:
+    """Two 4-cpu nodes with one 500m pod of ReplicaSet web each: compaction empties one into the other."""
+    c.replica_set("web", cpu="500m")
+    env.node("n0", cpu="4")
+    env.node("n1", cpu="4")
+    c.running("web", "n0")
+    c.running("web", "n1")
+
+
 async def started(cfg: Any) -> tuple[InProcess, Cluster, asyncio.Task[None]]:
     env = InProcess(cfg)
     c = Cluster(env)
@@ -301,11 +310,7 @@ async def test_bare_pods_and_job_pods_are_never_moved() -> None:
 async def test_a_refused_eviction_is_retried_and_the_replacement_avoids_the_source() -> None:
     env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
     try:
-        c.replica_set("web", cpu="500m")
-        env.node("n0", cpu="4")
-        env.node("n1", cpu="4")
-        c.running("web", "n0")
-        c.running("web", "n1")
+        two_low_nodes(env, c)
         c.refuse = 2
         await run_for(env, 30)
         assert len(c.evictions) == 1
@@ -406,11 +411,7 @@ async def test_a_pod_whose_required_anti_affinity_now_fails_is_moved() -> None:
 async def test_a_move_that_raises_is_aborted_and_the_next_plan_runs() -> None:
     env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
     try:
-        c.replica_set("web", cpu="500m")
-        env.node("n0", cpu="4")
-        env.node("n1", cpu="4")
-        c.running("web", "n0")
-        c.running("web", "n1")
+        two_low_nodes(env, c)
         real_create = env.api.create
         calls = []
 
@@ -436,11 +437,7 @@ async def test_steering_ends_after_its_ttl() -> None:
     from scheduler.state.moves import STEER_TTL_SECONDS
     env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
     try:
-        c.replica_set("web", cpu="500m")
-        env.node("n0", cpu="4")
-        env.node("n1", cpu="4")
-        c.running("web", "n0")
-        c.running("web", "n1")
+        two_low_nodes(env, c)
         await run_for(env, 10)
         assert len(c.evictions) == 1
         moves = env.s.cache.moves
