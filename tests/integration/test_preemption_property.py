@@ -36,7 +36,8 @@ than the longest backoff), the test's own Python checks:
 (d) every preemptor ends bound, after its victims' deletes and within
     BIND_WITHIN seconds of the last one; unless a pod of strictly higher
     priority was bound since on a node it preempted on (upstream lets a
-    higher-priority pod take a nominated pod's room), or, for a gang
+    higher-priority pod take a nominated pod's room) or holds capacity there
+    as the head of the line (a Reserved event), or, for a gang
     member, on a node any member of its gang preempted on (the gang is
     whole or not at all). A gang member that preempted ends with its gang
     complete (minMember bound);
@@ -502,6 +503,11 @@ def check_safety(o: Outcome) -> None:
             room = gang_nodes[p.gang] if p.gang else nodes
             overtaken = [info[u].name for u, (t, n) in rec.binds.items()
                          if n in room and t >= first and info[u].priority > p.priority]
+            # a unit of higher priority that holds capacity there (a Reserved event, nominated to the node) took
+            # the room as a bound pod would: held room is the head of the line's (README, No starvation)
+            overtaken += [info[u].name for u, q in o.pods.items()
+                          if u in o.holding and not o.bound(u) and info[u].priority > p.priority
+                          and (q.get("status") or {}).get("nominatedNodeName") in room]
             assert overtaken, (f"(d) {p.name} preempted on {sorted(nodes)} and never bound, and no pod of higher "
                                f"priority was bound there since{ctx}")
             continue
