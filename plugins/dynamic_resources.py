@@ -45,6 +45,7 @@ from scheduler.framework import (
     ActionType, ClusterEvent, ClusterEventWithHint, Code, CycleState, FilterResult, QueueingHint, Rejection,
     Resource, Status, register,
 )
+from scheduler.framework.podgroupconditions import rfc3339
 from scheduler.framework.nodeaffinity import IntLabels, compile_selector, raw_term, terms_mask
 from scheduler.model import Pod
 from scheduler.model.dra import (
@@ -316,8 +317,9 @@ class DynamicResources:
                 return Status(Code.ERROR, _claim_error(s, exc))
             if found is None:
                 return Status(Code.ERROR, f"claims were not allocated for node {node}")
+        when = rfc3339(self.handle.clock.wall())
         for c, results in zip(s.to_allocate, found):
-            allocated = devices.with_allocation(c, results, node)
+            allocated = devices.with_allocation(c, results, node, when)
             s.reserved[c.uid] = allocated
             devices.start_allocation(allocated)
         return _OK
@@ -474,10 +476,15 @@ def _simple(claims: list[ResourceClaim]) -> tuple[ExactRequest, int] | None:
 
 
 def _claim_error(s: _State, exc: Exception) -> str:
-    """A request selector's failure names the claim (``claim ns/x: selector #0: CEL runtime error: ...``)."""
-    where = getattr(exc, "where", None)
-    if where == "request" and s.to_allocate:
-        return f"claim {s.to_allocate[0].key}: selector #{exc.index}: CEL runtime error: {exc.text}"  # type: ignore[attr-defined]
+    """A request selector's failure names the claim whose request it is (``claim ns/x: selector #0: CEL runtime
+    error: ...``); a class selector's names the class (the index's message)."""
+    if getattr(exc, "where", None) == "request":
+        key = getattr(exc, "key", ())
+        for c in s.to_allocate:
+            for r in c.requests:
+                shapes = [r.exactly] if r.exactly is not None else [sub for _, sub in r.first_available]
+                if any(e.key == key for e in shapes):
+                    return f"claim {c.key}: selector #{exc.index}: CEL runtime error: {exc.text}"  # type: ignore[attr-defined]
     return str(exc)
 
 

@@ -50,9 +50,9 @@ BLOCKING = ("NoSchedule", "NoExecute")
 class MatchError(Exception):
     """A CEL selector failed on a device: ``where`` is ``class <name>`` or ``request``, ``index`` the selector."""
 
-    def __init__(self, where: str, index: int, text: str) -> None:
+    def __init__(self, where: str, index: int, text: str, key: tuple[Any, ...] = ()) -> None:
         super().__init__(f"{where}: selector #{index}: CEL runtime error: {text}")
-        self.where, self.index, self.text = where, index, text
+        self.where, self.index, self.text, self.key = where, index, text, key
 
 
 @dataclass(slots=True)
@@ -103,7 +103,7 @@ class Allocation:
             log.warning("allocating %d claim(s) on node %s: %s", len(claims), node, TIMED_OUT)
             return None
 
-    def with_allocation(self, claim: ResourceClaim, results: list[Result], node: str) -> ResourceClaim:
+    def with_allocation(self, claim: ResourceClaim, results: list[Result], node: str, when: str = "") -> ResourceClaim:
         """The claim as PreBind will write it: its results, the classes' and its own config, the nodeSelector."""
         chosen = {r.request for r in results}
         config: list[dict[str, Any]] = []
@@ -127,6 +127,8 @@ class Allocation:
         sel = node_selector(results, node)
         if sel is not None:
             alloc["nodeSelector"] = sel
+        if when:
+            alloc["allocationTimestamp"] = when   # RFC 3339, as kube-scheduler 1.36 stamps it
         raw = copy.deepcopy(claim.raw)
         raw.setdefault("status", {})["allocation"] = alloc
         meta = raw.setdefault("metadata", {})
@@ -374,7 +376,7 @@ class Devices(Allocation):
                 try:
                     ok = self._compile(expr).matches(view)
                 except Exception as exc:  # noqa: BLE001 - the CEL library's runtime error, reported as upstream's
-                    raise MatchError(where, i, str(exc)) from exc
+                    raise MatchError(where, i, str(exc), req.key) from exc
                 if not ok:
                     return False
         return True
