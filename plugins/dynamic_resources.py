@@ -86,6 +86,7 @@ class _State:
     scored: bool                                          # a firstAvailable request with several choices
     found: dict[int, list[Any]] = field(default_factory=dict)   # row -> allocation Filter found there
     unavailable: set[int] = field(default_factory=set)    # indexes of allocated claims some node rejected
+    waits: set[str] = field(default_factory=set)          # claims a gang sibling is allocating: PreBind waits
     reserved: dict[str, ResourceClaim] = field(default_factory=dict)   # uid -> claim with Reserve's allocation
     written: dict[str, ResourceClaim] = field(default_factory=dict)    # uid -> claim as PreBind left it
 
@@ -178,6 +179,7 @@ class DynamicResources:
             return None, _SKIP
         devices = self.handle.devices
         pinned: list[tuple[int, Any]] = []
+        waits: set[str] = set()
         to_allocate: list[ResourceClaim] = []
         for i, c in enumerate(claims):
             if c.unsupported:
@@ -185,15 +187,18 @@ class DynamicResources:
             if c.allocation is not None:
                 if not c.reserved_for_pod(pod.uid) and len(c.reserved_for) >= RESERVED_FOR_MAX:
                     return None, Status(_UNRESOLVABLE, IN_USE)
-                sel = c.allocation.get("nodeSelector")
-                terms = None
-                if isinstance(sel, dict):
-                    terms = compile_selector((raw_term(t) for t in sel.get("nodeSelectorTerms") or ()),
-                                             "status.allocation.nodeSelector.nodeSelectorTerms")
-                pinned.append((i, terms))
+                pinned.append((i, _terms(c.allocation.get("nodeSelector"))))
                 continue
             if c.uid in devices.in_flight:
-                return None, Status(_UNRESOLVABLE, f"resource claim {c.key} is in the process of being allocated")
+                gang = devices.in_flight_gang.get(c.uid)
+                if not gang or gang != _gang_of(pod):
+                    return None, Status(_UNRESOLVABLE, f"resource claim {c.key} is in the process of being allocated")
+                # a gang sibling is allocating it: the allocation it made is this pod's too (it is written for
+                # both after Permit, when the sibling's PreBind has written it)
+                alloc = devices.in_flight[c.uid].allocation or {}
+                pinned.append((i, _terms(alloc.get("nodeSelector"))))
+                waits.add(c.uid)
+                continue
             for r in c.requests:
                 subs = [(r.name, r.exactly)] if r.exactly is not None else [
                     (f"{r.name}/{s}", sub) for s, sub in r.first_available]
@@ -205,7 +210,7 @@ class DynamicResources:
                                             f"request {name}: device class {sub.class_name} does not exist")
             to_allocate.append(c)
         state.write(STATE_KEY, _State(claims, pinned, to_allocate, _simple(to_allocate), any(
-            len(r.first_available) > 1 for c in to_allocate for r in c.requests)))
+            len(r.first_available) > 1 for c in to_allocate for r in c.requests), waits=waits))
         return None, _OK
 
     # ------------------------------------------------------------------ Filter
@@ -321,7 +326,7 @@ class DynamicResources:
         for c, results in zip(s.to_allocate, found):
             allocated = devices.with_allocation(c, results, node, when)
             s.reserved[c.uid] = allocated
-            devices.start_allocation(allocated)
+            devices.start_allocation(allocated, _gang_of(pod))
         return _OK
 
     def unreserve(self, state: CycleState, pod: Pod, node: str) -> None:
@@ -349,20 +354,27 @@ class DynamicResources:
         s: _State | None = state.get(STATE_KEY)
         if s is None:
             return _OK
+        devices = self.handle.devices
         for c in s.claims:
             mine = s.reserved.get(c.uid)
+            if c.uid in s.waits:
+                await devices.written(c.uid)   # the sibling that allocated it writes it first
+                fresh = devices.claim(c.namespace, c.name)
+                if fresh is None or fresh.uid != c.uid or fresh.allocation is None:
+                    return Status(Code.ERROR, f"claim {c.key} was not allocated by the pod group's member")
+                c = fresh
             if mine is None and c.reserved_for_pod(pod.uid):
                 continue
             try:
                 written = await self._bind_claim(c, mine, pod)
+                s.written[c.uid] = written
+                devices.assume(written)   # before it leaves the in-flight map: its devices stay taken
             except Exception as exc:  # noqa: BLE001 - the API said no: the binding cycle unreserves and retries
                 return Status(Code.ERROR, str(exc), error=exc)
             finally:
                 if mine is not None:
-                    self.handle.devices.end_allocation(c.uid)
+                    devices.end_allocation(c.uid)
                     s.reserved.pop(c.uid, None)
-            s.written[c.uid] = written
-            self.handle.devices.assume(written)
         return _OK
 
     async def _bind_claim(self, c: ResourceClaim, mine: ResourceClaim | None, pod: Pod) -> ResourceClaim:
@@ -486,6 +498,23 @@ def _claim_error(s: _State, exc: Exception) -> str:
                 if any(e.key == key for e in shapes):
                     return f"claim {c.key}: selector #{exc.index}: CEL runtime error: {exc.text}"  # type: ignore[attr-defined]
     return str(exc)
+
+
+def _terms(sel: Any) -> Any:
+    """An allocation's nodeSelector, compiled (None: every node)."""
+    if not isinstance(sel, dict):
+        return None
+    return compile_selector((raw_term(t) for t in sel.get("nodeSelectorTerms") or ()),
+                            "status.allocation.nodeSelector.nodeSelectorTerms")
+
+
+def _gang_of(pod: Pod) -> str:
+    """The pod's gang (either PodGroup API), "" for a pod alone."""
+    if pod.pod_group:
+        return f"{pod.namespace}/{pod.pod_group}"
+    if pod.scheduling_group:
+        return f"native:{pod.namespace}/{pod.scheduling_group}"
+    return ""
 
 
 def _own_claims_named(pod: Pod, old: Any, new: Any) -> int:

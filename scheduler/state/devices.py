@@ -26,6 +26,7 @@ selector (network-attached) are not in the counts: a shape that has any is searc
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 from dataclasses import dataclass, field
@@ -150,6 +151,8 @@ class Devices(Allocation):
         self.api_claims: dict[str, ResourceClaim] = {}
         self._assumed: dict[str, ResourceClaim] = {}
         self.in_flight: dict[str, ResourceClaim] = {}        # claim uid -> the claim with its new allocation
+        self.in_flight_gang: dict[str, str] = {}              # claim uid -> the gang of the pod allocating it
+        self._written: dict[str, list[asyncio.Future[None]]] = {}   # claim uid -> who waits for its write
         self._holds: dict[str, frozenset[DeviceID]] = {}     # claim uid -> devices it holds now
         self.in_use: dict[DeviceID, int] = {}
         self._keys: dict[str, str] = {}                      # claim uid -> namespace/name
@@ -196,17 +199,33 @@ class Devices(Allocation):
             self._keys[c.uid] = c.key
         self._refresh(c.uid)
 
-    def start_allocation(self, c: ResourceClaim) -> None:
-        """Reserve allocated ``c`` (with its allocation): in flight until PreBind writes it or Unreserve."""
+    def start_allocation(self, c: ResourceClaim, gang: str = "") -> None:
+        """Reserve allocated ``c`` (with its allocation): in flight until PreBind writes it or Unreserve. A
+        member of ``gang`` that shares the claim may use the allocation before it is written."""
         self.in_flight[c.uid] = c
+        if gang:
+            self.in_flight_gang[c.uid] = gang
         self._keys.setdefault(c.uid, c.key)
         self._refresh(c.uid)
 
     def end_allocation(self, uid: str) -> bool:
         gone = self.in_flight.pop(uid, None) is not None
+        self.in_flight_gang.pop(uid, None)
         if gone:
             self._refresh(uid)
+        for fut in self._written.pop(uid, ()):
+            if not fut.done():
+                fut.set_result(None)
         return gone
+
+    def written(self, uid: str) -> asyncio.Future[None]:
+        """Done when claim ``uid`` is no longer in flight (written, or given back)."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if uid in self.in_flight:
+            self._written.setdefault(uid, []).append(fut)
+        else:
+            fut.set_result(None)
+        return fut
 
     def _effective(self, uid: str) -> ResourceClaim | None:
         c = self.in_flight.get(uid)

@@ -313,3 +313,32 @@ def test_the_default_profile_runs_it_everywhere_upstream_does() -> None:
     p = load_config(None).profiles[0]
     for point in ("preEnqueue", "preFilter", "filter", "postFilter", "reserve", "preBind"):
         assert "DynamicResources" in p.plugins[point], point
+
+
+def test_gang_members_share_a_claim_a_sibling_is_allocating_and_write_after_it() -> None:
+    env = Env(claim_obj("x"))
+    labels = {"scheduling.x-k8s.io/pod-group": "g"}
+
+    def member(uid: str) -> Any:
+        return parse_pod({"metadata": {"name": uid, "namespace": "ns", "uid": uid, "labels": labels},
+                          "spec": {"containers": [{"name": "c", "image": "x"}], "resourceClaims": [named("x")]}})
+
+    a, b = member("a"), member("b")
+    sa, sb = CycleState(), CycleState()
+    env.run(a, sa)
+    assert env.plugin.reserve(sa, a, "n3").is_success()
+    # the sibling may use the allocation in flight: it is pinned to the same node, and not refused
+    assert env.run(b, sb) == (Code.SUCCESS, "", {"n1": NOT_AVAILABLE, "n2": NOT_AVAILABLE, "n3": None})
+    assert env.run(pod(named("x"), uid="stranger")) == (
+        UU, "resource claim ns/x is in the process of being allocated", {})
+    env.plugin.reserve(sb, b, "n3")
+
+    async def both() -> tuple[Any, Any]:
+        tb = asyncio.ensure_future(env.plugin.pre_bind(sb, b, "n3"))   # b first: it waits for a's write
+        await asyncio.sleep(0)
+        assert not tb.done() and env.client.writes == []
+        return await env.plugin.pre_bind(sa, a, "n3"), await tb
+
+    sta, stb = asyncio.run(both())
+    assert sta.is_success() and stb.is_success(), (sta.message(), stb.message())
+    assert [r["uid"] for r in env.client.claims["ns/x"]["status"]["reservedFor"]] == ["a", "b"]
