@@ -156,6 +156,7 @@ class Devices(Allocation):
         self._holds: dict[str, frozenset[DeviceID]] = {}     # claim uid -> devices it holds now
         self.in_use: dict[DeviceID, int] = {}
         self._keys: dict[str, str] = {}                      # claim uid -> namespace/name
+        self._api_holders: dict[DeviceID, set[str]] = {}    # device -> claims the informer shows holding it
         # pools: (driver, pool) -> slice name -> slice; and the candidates the pool gives now
         self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
         self._active: dict[tuple[str, str], list[Candidate]] = {}
@@ -176,6 +177,7 @@ class Devices(Allocation):
 
     def set_claim(self, c: ResourceClaim) -> ResourceClaim | None:
         old = self.claim(c.namespace, c.name)
+        self._hold_api(self.api_claims.get(c.key), c)
         self.api_claims[c.key] = c
         self._keys[c.uid] = c.key
         if old is not None and old.uid != c.uid:   # recreated under the same name
@@ -187,7 +189,7 @@ class Devices(Allocation):
         return old
 
     def delete_claim(self, c: ResourceClaim) -> None:
-        self.api_claims.pop(c.key, None)
+        self._hold_api(self.api_claims.pop(c.key, None), None)
         self._assumed.pop(c.key, None)
         self._refresh(c.uid)
 
@@ -270,11 +272,24 @@ class Devices(Allocation):
         """Of ``devices``, those another claim holds in the API's view (another scheduler's, or ours
         written): PreBind's last look before it writes an allocation."""
         out = []
-        for c in self.api_claims.values():
-            if c.uid != claim_uid and c.allocation is not None:
-                for d in c.devices() & devices:
-                    out.append((d, c.key))
+        for d in sorted(devices):
+            for uid in sorted(self._api_holders.get(d, ())):
+                if uid != claim_uid:
+                    out.append((d, self._keys.get(uid, uid)))
         return out
+
+    def _hold_api(self, old: ResourceClaim | None, new: ResourceClaim | None) -> None:
+        """Move the informer's holders index from ``old`` to ``new`` (the same claim key)."""
+        if old is not None and old.allocation is not None:
+            for d in old.devices():
+                holders = self._api_holders.get(d)
+                if holders is not None:
+                    holders.discard(old.uid)
+                    if not holders:
+                        del self._api_holders[d]
+        if new is not None and new.allocation is not None:
+            for d in new.devices():
+                self._api_holders.setdefault(d, set()).add(new.uid)
 
     # ------------------------------------------------------------------ classes and slices
 
