@@ -342,3 +342,63 @@ def test_gang_members_share_a_claim_a_sibling_is_allocating_and_write_after_it()
     sta, stb = asyncio.run(both())
     assert sta.is_success() and stb.is_success(), (sta.message(), stb.message())
     assert [r["uid"] for r in env.client.claims["ns/x"]["status"]["reservedFor"]] == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------- property: no device twice
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def workloads(draw: Any) -> tuple[list[int], list[dict[str, Any]], list[str]]:
+    per_node = [draw(st.integers(0, 3)) for _ in NODES]
+    claims = []
+    for i in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["count", "all", "numa", "two"]))
+        if kind == "count":
+            claims.append(claim_obj(f"c{i}", count=draw(st.integers(1, 3))))
+        elif kind == "all":
+            claims.append(claim_obj(f"c{i}", mode="All"))
+        elif kind == "numa":
+            claims.append(claim_obj(f"c{i}", count=2, constraints=[{"matchAttribute": f"{DRIVER}/numa"}]))
+        else:
+            claims.append(claim_obj(f"c{i}", requests=[
+                {"name": "a", "exactly": {"deviceClassName": "gpu", "count": 1}},
+                {"name": "b", "exactly": {"deviceClassName": "gpu", "count": 1}}]))
+    steps = draw(st.lists(st.sampled_from(["bind", "unreserve"]), min_size=len(claims), max_size=len(claims)))
+    return per_node, claims, steps
+
+
+@settings(max_examples=150, deadline=None)
+@given(w=workloads())
+def test_filter_agrees_with_the_allocator_and_no_device_is_ever_taken_twice(w: Any) -> None:
+    per_node, claims, steps = w
+    slices = tuple(slice_obj(n, k, numa=tuple(j % 2 for j in range(k))) for n, k in zip(NODES, per_node) if k)
+    env = Env(*claims, slices=slices)
+    devices = env.cache.devices
+    for c, step in zip(claims, steps):
+        name = c["metadata"]["name"]
+        p = pod(named(name), uid=f"pod-{name}")
+        state = CycleState()
+        code, _, verdict = env.run(p, state)
+        assert code == Code.SUCCESS
+        claim = devices.claim("ns", name)
+        assert claim is not None
+        for n, why in verdict.items():   # the counts' answer is the search's answer
+            assert (why is None) == (devices.allocate([claim], n) is not None), (n, why)
+        fits = [n for n, why in verdict.items() if why is None]
+        if not fits:
+            continue
+        assert env.plugin.reserve(state, p, fits[0]).is_success()
+        if step == "unreserve":
+            env.plugin.unreserve(state, p, fits[0])
+        else:
+            assert asyncio.run(env.plugin.pre_bind(state, p, fits[0])).is_success()
+        held: dict[Any, str] = {}
+        for key, raw in env.client.claims.items():
+            for r in ((raw.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", ()):
+                d = (r["driver"], r["pool"], r["device"])
+                assert d not in held, f"{d} allocated to {held.get(d)} and {key}"
+                held[d] = key
+        assert set(held) == set(devices.in_use), "the index's devices in use are the written allocations"
