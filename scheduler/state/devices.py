@@ -160,8 +160,8 @@ class Devices(Allocation):
         # pools: (driver, pool) -> slice name -> slice; and the candidates the pool gives now
         self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
         self._active: dict[tuple[str, str], list[Candidate]] = {}
-        self.by_node: dict[str, list[Candidate]] = {}        # node-local candidates, in pool/slice/device order
-        self.network: list[Candidate] = []                   # network-attached candidates
+        self.by_node: dict[str, dict[tuple[str, str], list[Candidate]]] = {}   # node -> pool -> its candidates
+        self._network: dict[tuple[str, str], list[Candidate]] = {}            # network-attached, by pool
         self.columns: dict[tuple[Any, ...], Column] = {}
         self._views: dict[DeviceID, Any] = {}
         self._compile = compile_selector
@@ -348,7 +348,19 @@ class Devices(Allocation):
         self._active[key] = new
         if not new:
             self._active.pop(key, None)
-        self._rebuild_lists()
+        for c in old:   # the pool's devices leave their nodes' lists, and the new ones join
+            if c.slice.node_name:
+                pools = self.by_node.get(c.slice.node_name)
+                if pools is not None:
+                    pools.pop(key, None)
+                    if not pools:
+                        del self.by_node[c.slice.node_name]
+        self._network.pop(key, None)
+        for c in new:
+            if c.slice.node_name:
+                self.by_node.setdefault(c.slice.node_name, {}).setdefault(key, []).append(c)
+            else:
+                self._network.setdefault(key, []).append(c)
         old_ids = {c.id: c for c in old}
         new_ids = {c.id: c for c in new}
         for d, c in old_ids.items():
@@ -361,16 +373,10 @@ class Devices(Allocation):
                 for col in self.columns.values():
                     self._add(col, c)
 
-    def _rebuild_lists(self) -> None:
-        by_node: dict[str, list[Candidate]] = {}
-        network: list[Candidate] = []
-        for key in sorted(self._active):
-            for c in self._active[key]:
-                if c.slice.node_name:
-                    by_node.setdefault(c.slice.node_name, []).append(c)
-                else:
-                    network.append(c)
-        self.by_node, self.network = by_node, network
+    @property
+    def network(self) -> list[Candidate]:
+        """Network-attached candidates (slices for all nodes or a node selector), in pool order."""
+        return [c for key in sorted(self._network) for c in self._network[key]]
 
     # ------------------------------------------------------------------ matching and counts
 
@@ -422,11 +428,13 @@ class Devices(Allocation):
             cap = self.nodes.cap
             col = Column(key, np.zeros(cap, dtype=np.int32), np.zeros(cap, dtype=np.int32))
             self.columns[key] = col
-            for cands in self.by_node.values():
+            for pools in self.by_node.values():
+                for cands in pools.values():
+                    for c in cands:
+                        self._add(col, c)
+            for cands in self._network.values():
                 for c in cands:
                     self._add(col, c)
-            for c in self.network:
-                self._add(col, c)
         if len(col.free) < self.nodes.cap:   # the node table grew
             col.free = np.concatenate([col.free, np.zeros(self.nodes.cap - len(col.free), dtype=np.int32)])
             col.total = np.concatenate([col.total, np.zeros(self.nodes.cap - len(col.total), dtype=np.int32)])
@@ -488,8 +496,9 @@ class Devices(Allocation):
 
     def candidates(self, node: str) -> list[Candidate]:
         """The devices usable from ``node``: its own, then the network-attached ones whose slices admit it."""
-        own = self.by_node.get(node, [])
-        if not self.network:
+        pools = self.by_node.get(node)
+        own = [c for key in sorted(pools) for c in pools[key]] if pools else []
+        if not self._network:
             return own
         return own + [c for c in self.network if self._admits(c.slice, node)]
 
