@@ -51,7 +51,7 @@ FINALIZER = "resource.kubernetes.io/delete-protection"
 PAUSE = "registry.k8s.io/pause:3.10"
 MODEL_B = f'device.attributes["{DRIVER}"].model == "b"'
 CLASS_CONFIG = {"driver": DRIVER, "parameters": {"sharing": "none"}}
-WAIT = 20.0                                    # seconds: the bound of every wait here
+WAIT = 10.0                                    # seconds: the bound of every wait here (kube-scheduler needs < 1)
 
 # a gang member that fits waits for its siblings (scheduling.k8s.io/v1alpha2, GangScheduling)
 GANG_WAITING = ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more "
@@ -308,7 +308,11 @@ class Scene:
                 where[n] = await self.node_of(n)
             return all(where.values())
 
-        await self.d.wait_for(all_bound, f"{', '.join(names)} to be bound")
+        try:
+            await self.d.wait_for(all_bound, f"{', '.join(names)} to be bound")
+        except AssertionError as e:
+            said = {n: (await self.condition(n)).get("message", "") for n in names if not where.get(n)}
+            raise AssertionError(f"{e}; those not bound say {said}") from None
         return where
 
     async def condition(self, name: str) -> dict[str, Any]:
@@ -323,7 +327,12 @@ class Scene:
             c = await self.condition(name)
             return c.get("message", "") if (c.get("status"), c.get("reason")) == ("False", reason) else ""
 
-        return await self.d.wait_for(said, f"{name} to be {reason}")
+        try:
+            return await self.d.wait_for(said, f"{name} to be {reason}")
+        except AssertionError as e:
+            pod = await self.pod(name)
+            raise AssertionError(f"{e}; it is on {pod['spec'].get('nodeName')!r}, its PodScheduled condition is "
+                                 f"{await self.condition(name)}") from None
 
     async def events(self, name: str, reason: str) -> list[dict[str, Any]]:
         return [e for e in await self.d.list(f"/apis/events.k8s.io/v1/namespaces/{self.ns}/events")
@@ -427,9 +436,12 @@ class Scene:
 
 async def ensure(d: Driver, path: str, body: dict[str, Any]) -> None:
     """Create a cluster-wide object that an earlier scenario (or run) may have made already."""
-    with contextlib.suppress(APIError):
+    refused: APIError | None = None
+    try:
         await d.create(path, body)
-    assert await d.get(f"{path}/{body['metadata']['name']}") is not None
+    except APIError as e:   # 409 when it is there already
+        refused = e
+    assert await d.get(f"{path}/{body['metadata']['name']}") is not None, f"not made, not there: {refused}"
 
 
 async def ensure_device_class(d: Driver, name: str, *expressions: str, config: list[dict[str, Any]] | None = None

@@ -24,8 +24,11 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from tests.integration.dra_scenarios import SCENARIOS, Driver, HTTPDriver
-from tests.support import envtest
+# the scenarios' asserts are the checks: pytest explains them only in modules it rewrites
+pytest.register_assert_rewrite("tests.integration.dra_scenarios")
+
+from tests.integration.dra_scenarios import SCENARIOS, Driver, HTTPDriver  # noqa: E402
+from tests.support import envtest  # noqa: E402
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
