@@ -867,6 +867,26 @@ async def a_cel_runtime_error_is_a_scheduler_error(d: Driver) -> None:
                                "CEL runtime error: no such key: missing", reason="SchedulerError")
 
 
+async def a_higher_priority_pod_does_not_preempt_for_a_device(d: Driver) -> None:
+    """kube-scheduler 1.36 does not preempt for devices: DynamicResources' Filter rejects a node whose devices
+    are taken as UnschedulableAndUnresolvable, so a higher-priority pod waits and its lower-priority holder
+    stays bound."""
+    for name, value in (("dra-test-low", 10), ("dra-test-high", 1000)):
+        await ensure(d, "/apis/scheduling.k8s.io/v1/priorityclasses", {
+            "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value})
+    async with scene(d, "h-priority", {"h-priority-node-0": devices(1)}) as s:
+        await s.create_template("one-gpu", claim_spec())
+        await s.create_pod("holder", {"gpu": template("one-gpu")}, priorityClassName="dra-test-low")
+        await s.bound("holder")
+        await s.create_pod("important", {"gpu": template("one-gpu")}, priorityClassName="dra-test-high")
+        await s.says("important", cannot_allocate(1))
+        holder = await s.pod("holder")
+        assert not holder["metadata"].get("deletionTimestamp"), "the holder was preempted"
+        assert not (await s.pod("important"))["status"].get("nominatedNodeName")
+        await s.assert_allocated("holder", "h-priority-node-0")
+        await s.assert_unallocated("important")
+
+
 SCENARIOS: dict[str, Callable[[Driver], Awaitable[None]]] = {
     "a-six-of-seven": seven_pods_for_six_devices,
     "b-cel-selectors": cel_selectors_bind_only_where_the_model_is_free,
@@ -882,4 +902,5 @@ SCENARIOS: dict[str, Callable[[Driver], Awaitable[None]]] = {
     "h-first-available": first_available_takes_the_first_subrequest_that_fits,
     "h-admin-access": admin_access_needs_the_namespace_label_and_ignores_other_allocations,
     "h-cel-runtime-error": a_cel_runtime_error_is_a_scheduler_error,
+    "h-no-preemption-for-devices": a_higher_priority_pod_does_not_preempt_for_a_device,
 }
