@@ -13,15 +13,15 @@ Two runners use these: tests/integration/test_dra_kube_scheduler.py (kube-schedu
 expectations here stay true) and tests/integration/test_dra.py (tandem, on the simulated cluster
 and on the real server). The server must serve resource.k8s.io/v1 and, for
 :func:`a_native_gang_with_devices_binds_whole_or_not_at_all`, scheduling.k8s.io/v1alpha2, and run a
-resourceclaim controller (claims from templates, ``status.resourceClaimStatuses``, release and
-deletion of a deleted pod's claims).
+resourceclaim controller (claims from templates, ``status.resourceClaimStatuses``, release of a
+deleted pod's claims) and a garbage collector (which deletes the claims made for a deleted pod).
 
 Every scenario works in a namespace of its own (``dra-<tag>``) on nodes of its own
 (``<tag>-node-<i>``), and leaves no pod, node or ResourceSlice behind, so that the next one's
 scheduler counts only its nodes in ``0/<n> nodes are available``; before its first pod it waits
 until a probe pod's message counts exactly its nodes. DeviceClasses are cluster-wide and shared.
-Waiting is always for a condition, with a bound; the only fixed window is none: that a pod held
-before scheduling (PreEnqueue) was never tried is checked behind a barrier pod created after it.
+Waiting is always for a condition, with a bound, and there is no fixed window: that a pod held before
+scheduling (PreEnqueue) was never tried is checked behind a barrier pod created after it.
 This module holds no pytest tests.
 """
 
