@@ -20,8 +20,9 @@ tandem's device index (scheduler/state/devices.py, ``handle.devices``) and alloc
   every later cycle before anything is written; gang members held at Permit hold their devices in memory
   only. **Unreserve** puts them back, and removes the pod from a claim's ``reservedFor`` if PreBind had
   added it (a strategic merge patch, as upstream).
-* **PreBind** writes, as kube-scheduler: the finalizer (an update), then ``status.allocation`` with the
-  pod in ``status.reservedFor`` (a status update), re-reading and retrying on a conflict; a claim already
+* **PreBind** writes what kube-scheduler writes: the finalizer, then ``status.allocation`` with the pod
+  in ``status.reservedFor``, each conditional on the version read (merge patches with ``resourceVersion``,
+  where upstream updates), re-reading and retrying on a conflict; a claim already
   allocated only gets the pod added to ``reservedFor``. Before it writes an allocation it looks once more
   at every allocated claim the informer shows: a device another scheduler took meanwhile fails the bind.
 * **PostFilter**: a pod that fits nowhere because an allocated, unused claim pins it elsewhere gets that
@@ -34,7 +35,6 @@ A profile that disables DynamicResources keeps upstream's meaning: claims are no
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,6 +68,13 @@ STILL_NOT_SCHEDULABLE = "still not schedulable"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 CLAIMS_PATH = "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}"
 CONFLICT_RETRIES = 5      # retry.DefaultRetry's steps
+JSON_PATCH = "application/json-patch+json"
+# kube-apiserver keeps an opaque config's parameters as the bytes it was sent, but re-encodes them compactly for
+# any JSON write: a claim created with non-compact JSON there (a Python client's json.dumps) refuses every JSON
+# update, and only a protobuf client (kube-scheduler) can add the finalizer
+IMMUTABLE_HINT = (" (the claim's opaque config parameters were sent as non-compact JSON, which kube-apiserver keeps"
+                  " byte for byte and no JSON client can write back; create the claim or its template with compact"
+                  " JSON, as kubectl and client-go do)")
 
 _SKIP = Status(Code.SKIP)
 _OK = Status()
@@ -265,9 +272,10 @@ class DynamicResources:
         if not network:
             for key, n in need.items():
                 col = devices.columns[key]
-                fits &= col.free[rows] >= n
-                if any(r.exactly is not None and r.exactly.key == key and r.exactly.mode == ALL
-                       for c in s.to_allocate for r in c.requests):
+                admin = key[3]   # admin access takes devices in use too
+                fits &= (col.total if admin else col.free)[rows] >= n
+                if not admin and any(r.exactly is not None and r.exactly.key == key and r.exactly.mode == ALL
+                                     for c in s.to_allocate for r in c.requests):
                     fits &= col.free[rows] == col.total[rows]
         if s.simple is not None and not network:
             return fits
@@ -378,7 +386,11 @@ class DynamicResources:
         return _OK
 
     async def _bind_claim(self, c: ResourceClaim, mine: ResourceClaim | None, pod: Pod) -> ResourceClaim:
-        """bindClaim: (finalizer, allocation and) the pod in reservedFor, retried on conflict with a fresh read."""
+        """bindClaim: (the finalizer, the allocation and) the pod in reservedFor, each write conditional on the
+        version read, retried on a conflict with a fresh read. JSON patches that set ``resourceVersion`` (an
+        optimistic lock as an update's) and touch nothing else: a whole object sent
+        back, or a merge patch, re-encodes the opaque config ``parameters``, which the server compares byte for
+        byte with what it stored (``spec: field is immutable``)."""
         client = self.handle.client
         path = CLAIMS_PATH.format(ns=c.namespace, name=c.name)
         if mine is not None:
@@ -387,36 +399,37 @@ class DynamicResources:
                 d, other = taken[0]
                 raise _BindError(f"claim {c.key}: device {'/'.join(d)} is already allocated to claim {other} "
                                  "(another scheduler allocated it meanwhile)")
-        body = c.raw
-        fresh = False
+        cur = c
         for attempt in range(CONFLICT_RETRIES):
-            if fresh:
-                body = await client.get(path)
-            fresh = True
-            cur = parse_resource_claim(body)
+            if attempt:
+                cur = parse_resource_claim(await client.get(path))
             if cur.deleting:
                 raise _BindError(f"claim {c.key} got deleted in the meantime")
-            body = copy.deepcopy(body)
-            meta = body.setdefault("metadata", {})
-            status = body.setdefault("status", {})
+            status: dict[str, Any] = {}
             if mine is not None:
                 if cur.allocation is not None:
                     raise _BindError(f"claim {c.key} got allocated elsewhere in the meantime")
-                if FINALIZER not in (meta.get("finalizers") or []):
-                    meta["finalizers"] = list(meta.get("finalizers") or []) + [FINALIZER]
+                if FINALIZER not in cur.finalizers:
                     try:
-                        body = await client.update(path, body)
+                        got = await client.patch(path, [_test_version(cur), {
+                            "op": "add", "path": "/metadata/finalizers", "value": [*cur.finalizers, FINALIZER]}],
+                            JSON_PATCH)
                     except Exception as exc:  # noqa: BLE001
                         if _conflict(exc) and attempt + 1 < CONFLICT_RETRIES:
                             continue
-                        raise _BindError(f"add finalizer to claim {c.key}: {_text(exc)}") from exc
-                    status = body.setdefault("status", {})
+                        why = _text(exc)
+                        if "field is immutable" in why:
+                            why += IMMUTABLE_HINT
+                        raise _BindError(f"add finalizer to claim {c.key}: {why}") from exc
+                    cur = parse_resource_claim(got)
                 status["allocation"] = mine.allocation
+            reserved = list((cur.raw.get("status") or {}).get("reservedFor") or [])
             if not cur.reserved_for_pod(pod.uid):
-                status["reservedFor"] = list(status.get("reservedFor") or []) + [
-                    {"resource": "pods", "name": pod.name, "uid": pod.uid}]
+                reserved.append({"resource": "pods", "name": pod.name, "uid": pod.uid})
+            status["reservedFor"] = reserved
             try:
-                got = await client.update(path + "/status", body)
+                got = await client.patch(path + "/status", [_test_version(cur)] + [
+                    {"op": "add", "path": f"/status/{k}", "value": v} for k, v in status.items()], JSON_PATCH)
             except Exception as exc:  # noqa: BLE001
                 if _conflict(exc) and attempt + 1 < CONFLICT_RETRIES:
                     continue
@@ -439,11 +452,10 @@ class DynamicResources:
         return None, Status(Code.UNSCHEDULABLE, STILL_NOT_SCHEDULABLE)
 
     async def _deallocate(self, c: ResourceClaim) -> None:
-        body = copy.deepcopy(c.raw)
-        status = body.setdefault("status", {})
-        status.pop("allocation", None)
-        status.pop("reservedFor", None)
-        got = await self.handle.client.update(CLAIMS_PATH.format(ns=c.namespace, name=c.name) + "/status", body)
+        got = await self.handle.client.patch(
+            CLAIMS_PATH.format(ns=c.namespace, name=c.name) + "/status",
+            [_test_version(c)] + [{"op": "remove", "path": f"/status/{k}"} for k in ("allocation", "reservedFor")
+                                  if k in (c.raw.get("status") or {})], JSON_PATCH)
         self.handle.devices.assume(parse_resource_claim(got))
 
     def _spawn(self, coro: Any, what: str) -> None:
@@ -459,6 +471,12 @@ class DynamicResources:
 
 class _BindError(Exception):
     pass
+
+
+def _test_version(c: ResourceClaim) -> dict[str, Any]:
+    """The JSON patch operation that makes it conditional on the version read: a patch that sets
+    ``resourceVersion`` is a precondition, and a claim changed since is 409 Conflict, as for an update."""
+    return {"op": "replace", "path": "/metadata/resourceVersion", "value": c.resource_version}
 
 
 def _conflict(exc: Exception) -> bool:

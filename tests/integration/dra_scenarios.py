@@ -123,7 +123,10 @@ class HTTPDriver:
     interval: float = 0.02
 
     async def _call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
+        # compact, as kubectl and client-go send JSON: kube-apiserver keeps an opaque config's ``parameters`` as
+        # the bytes it got, so a claim created with spaces there cannot be changed by any JSON write after
+        # (``spec: field is immutable``; README, Devices (DRA))
+        data = json.dumps(body, separators=(",", ":")).encode() if body is not None else None
         async with self.session.request(method, self.url + path, data=data,
                                         headers={"Content-Type": "application/json"}) as r:
             return r.status, await r.json(content_type=None)

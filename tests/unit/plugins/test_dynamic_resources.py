@@ -90,7 +90,7 @@ def templated(entry: str = "gpu") -> dict[str, Any]:
 
 
 class FakeClient:
-    """The claims as the API server holds them: update and status update with resourceVersion checks."""
+    """The claims as the API server holds them: JSON patches of the claim and its status, with resourceVersion checks."""
 
     def __init__(self, claims: dict[str, dict[str, Any]]) -> None:
         self.claims = claims
@@ -104,19 +104,27 @@ class FakeClient:
     async def get(self, path: str, params: Any = None) -> dict[str, Any]:
         return copy.deepcopy(self.claims[self._key(path)[0]])
 
-    async def update(self, path: str, body: Any) -> dict[str, Any]:
+    async def patch(self, path: str, patch: Any, content_type: str = "application/json-patch+json") -> dict[str, Any]:
+        """A JSON patch, conditional on the resourceVersion it sets, as the API server applies it."""
         key, status = self._key(path)
         cur = self.claims[key]
-        if self.conflicts or body["metadata"].get("resourceVersion") != cur["metadata"]["resourceVersion"]:
+        version = next(op["value"] for op in patch if op["path"] == "/metadata/resourceVersion")
+        if self.conflicts or version != cur["metadata"]["resourceVersion"]:
             self.conflicts = max(0, self.conflicts - 1)
             err = RuntimeError("conflict")
             err.status = 409  # type: ignore[attr-defined]
             raise err
         new = copy.deepcopy(cur)
-        if status:
-            new["status"] = copy.deepcopy(body.get("status") or {})
-        else:
-            new["metadata"]["finalizers"] = list(body["metadata"].get("finalizers") or [])
+        for op in patch:
+            where, _, field = op["path"].rpartition("/")
+            target = {"/status": new.setdefault("status", {}), "/metadata": new["metadata"]}[where]
+            if field == "resourceVersion":
+                continue
+            assert where == ("/status" if status else "/metadata"), op
+            if op["op"] == "remove":
+                del target[field]
+            else:
+                target[field] = copy.deepcopy(op["value"])
         new["metadata"]["resourceVersion"] = str(int(cur["metadata"]["resourceVersion"]) + 1)
         self.claims[key] = new
         self.writes.append(("status" if status else "update", key))
@@ -402,3 +410,22 @@ def test_filter_agrees_with_the_allocator_and_no_device_is_ever_taken_twice(w: A
                 assert d not in held, f"{d} allocated to {held.get(d)} and {key}"
                 held[d] = key
         assert set(held) == set(devices.in_use), "the index's devices in use are the written allocations"
+
+
+def test_admin_access_takes_devices_in_use_and_takes_them_from_no_one() -> None:
+    admin = claim_obj("admin", mode="All")
+    admin["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    env = Env(claim_obj("y", count=2), admin, slices=(slice_obj("n1"),))
+    state = CycleState()
+    p = pod(named("y"), uid="a")
+    env.run(p, state)
+    env.plugin.reserve(state, p, "n1")
+    assert asyncio.run(env.plugin.pre_bind(state, p, "n1")).is_success()
+    state = CycleState()
+    q = pod(named("admin"), uid="b")
+    assert env.run(q, state)[2] == {"n1": None, "n2": CANNOT_ALLOCATE, "n3": CANNOT_ALLOCATE}
+    env.plugin.reserve(state, q, "n1")
+    assert asyncio.run(env.plugin.pre_bind(state, q, "n1")).is_success()
+    results = env.client.claims["ns/admin"]["status"]["allocation"]["devices"]["results"]
+    assert [(r["device"], r.get("adminAccess")) for r in results] == [("gpu-0", True), ("gpu-1", True)]
+    assert env.cache.devices.in_use == {(DRIVER, "n1", "gpu-0"): 1, (DRIVER, "n1", "gpu-1"): 1}
