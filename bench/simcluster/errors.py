@@ -159,8 +159,12 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 def invalid(kind: str, name: str, causes: list[FieldError], group: str = "") -> APIError:
-    """422 Invalid: ``Pod "x" is invalid: spec.foo: Required value``."""
-    texts = [c.text() for c in causes]
+    """422 Invalid: ``Pod "x" is invalid: spec.foo: Required value``.
+
+    The message names each distinct cause once (ErrorList.ToAggregate drops repeats); ``details.causes``
+    keeps them all.
+    """
+    texts = list(dict.fromkeys(c.text() for c in causes))
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind
     details: dict[str, Any] = {

@@ -481,6 +481,12 @@ class Store:
         if not isinstance(new, dict):
             raise errors.bad_request(f"the patch produced a {type(new).__name__}, not a {rt.kind} object")
         new = self._decode_body(rt, new)
+        uid = new["metadata"].get("uid") if isinstance(new.get("metadata"), dict) else None
+        if uid and uid != cur.uid:
+            # unlike an update's, a patch's uid is no storage precondition: the patched object fails validation,
+            # in rest.BeforeUpdate's common fields and again in the kind's ValidateObjectMetaUpdate
+            immutable = errors.invalid_value("metadata.uid", uid, "field is immutable")
+            raise _invalid(rt, cur.key[1], [immutable, immutable])
         return self._update(rt, table, cur, old, new, subresource, dry_run)
 
     def _update(self, rt: ResourceType, table: Table, cur: Entry, old: dict[str, Any],
