@@ -58,7 +58,14 @@ class FieldError:
         return f"{self.field}: {self.message()}"
 
 
+class GoValue(str):
+    """A value already printed as ``field.Error`` prints it: the JSON of an internal Go struct, whose field names
+    are Go's (internal types carry no json tags), as kube-apiserver's "field is immutable" errors show one."""
+
+
 def _render_value(value: Any) -> str:
+    if isinstance(value, GoValue):
+        return str(value)
     if isinstance(value, str):
         return orjson.dumps(value).decode()
     if value is None:
@@ -85,6 +92,16 @@ def forbidden_field(field: str, detail: str) -> FieldError:
 def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
     quoted = ", ".join(f'"{s}"' for s in supported)
     return FieldError(field, "FieldValueNotSupported", f"supported values: {quoted}", value)
+
+
+def duplicate(field: str, value: Any) -> FieldError:
+    """field.Duplicate: ``Duplicate value: "a"``."""
+    return FieldError(field, "FieldValueDuplicate", "", value)
+
+
+def too_long(field: str, limit: int) -> FieldError:
+    """field.TooLong, as 1.36 words it: ``Too long: may not be more than 63 bytes`` (the value is not shown)."""
+    return FieldError(field, "FieldValueTooLong", f"may not be more than {limit} bytes")
 
 
 def too_many(field: str, actual: int, limit: int) -> FieldError:
