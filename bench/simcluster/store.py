@@ -499,13 +499,14 @@ class Store:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
         if rt.namespaced and meta.get("namespace") and meta["namespace"] != cur.key[0]:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        if meta.get("uid") and meta["uid"] != cur.uid:
+            # the uid of an update body is a storage precondition (rest.DefaultUpdatedObjectInfo), checked
+            # before the update runs, so before its resourceVersion
+            raise errors.conflict(rt.plural, name, _storage_precondition_failed(
+                rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"), rt.group)
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != str(cur.rv):
             raise errors.conflict(rt.plural, name, errors.STALE, rt.group)
-        if meta.get("uid") and meta["uid"] != cur.uid:
-            # the uid of an update body is a storage precondition (rest.DefaultUpdatedObjectInfo)
-            raise errors.conflict(rt.plural, name, _storage_precondition_failed(
-                rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"), rt.group)
         old_meta = old["metadata"]
         meta_written = subresource != "status"
         if subresource == "status":
