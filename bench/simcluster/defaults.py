@@ -779,6 +779,7 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
                                         ("desiredHealthy", int), ("expectedPods", int)),
     ("scheduling.k8s.io", "PodGroup"): (),  # status is always there, at least {}
+    ("resource.k8s.io", "ResourceClaim"): (),
 }
 
 

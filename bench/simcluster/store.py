@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import orjson
 
-from bench.simcluster import convert, defaults, errors, names, workloads
+from bench.simcluster import convert, defaults, dra, draclaims, errors, names, workloads
 from bench.simcluster import patch as patching
 from bench.simcluster.resources import RESOURCES, ResourceType, lookup
 
@@ -848,6 +848,8 @@ class Store:
         workloads.prepare_create(rt.kind, rt.group, rt.version, obj, self.lookup_priority_class,
                                  self.default_priority_class)
         self._default(rt, obj)
+        if dra.owns(rt.group):
+            dra.prepare_create(rt.kind, obj, self.now())
         defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
     @staticmethod
@@ -855,6 +857,8 @@ class Store:
         default = defaults.SCHEME_DEFAULTS.get((rt.group, rt.kind))
         if default is not None:
             default(obj)
+        elif dra.owns(rt.group):
+            dra.default(rt.kind, obj)
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         """rest.BeforeCreate's two checks: the kind's strategy, metadata with the kind's name rule first;
@@ -878,7 +882,13 @@ class Store:
             return defaults.validate_node_create(obj)
         if rt.group == "" and rt.kind == "Event":
             return convert.validate_core_v1_event(obj)
+        if dra.owns(rt.group):
+            return dra.validate_create(rt.kind, obj, self._namespace_labels)
         return []
+
+    def _namespace_labels(self, ns: str) -> dict[str, str]:
+        namespace = self.get_obj(lookup("", "v1", "namespaces"), "", ns) or {}
+        return (namespace.get("metadata") or {}).get("labels") or {}
 
     @staticmethod
     def _canonicalize(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -905,13 +915,15 @@ class Store:
                     qos = (old.get("status") or {}).get("qosClass")
                     if qos:
                         status["qosClass"] = qos
-                return defaults.validate_pod_status_update(old, new)
+                return defaults.validate_pod_status_update(old, new) + draclaims.validate_pod_claim_statuses(new)
             defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
         if rt.group == "" and rt.kind == "PersistentVolume" and subresource == "status":
             defaults.stamp_volume_phase_transition(old, new, self.now())
         if rt.from_view is not None and rt.kind == "Event":
             return _validate_events_v1_update(old, new)
+        if dra.owns(rt.group):
+            return dra.validate_update(rt.kind, old, new, subresource, self.now())
         return []
 
     # ------------------------------------------------------------------ watch
