@@ -647,3 +647,173 @@ async def test_a_pods_claim_statuses_are_kept_and_checked_through_its_status(tar
         "an entry in `spec.resourceClaims`, status.resourceClaimStatuses[0].resourceClaimName: "
         f'{SUBDOMAIN_ERROR.format(chr(34) + "Bad_Name" + chr(34))}, '
         'status.resourceClaimStatuses[2].name: Duplicate value: "gpu"]')
+
+
+# ---------------------------------------------------------------------------- the resourceclaim controller
+
+CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
+
+
+def owner(pod: dict[str, Any]) -> dict[str, Any]:
+    """The ownerReference the controller gives a claim it makes (1.36 sets no blockOwnerDeletion)."""
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"],
+            "controller": True}
+
+
+async def fetch_claim(t: Target, name: str) -> dict[str, Any] | None:
+    r = await t.req("GET", f"{claims(t)}/{name}")
+    assert r.status in (200, 404), r.body
+    return r.body if r.status == 200 else None
+
+
+async def claim_statuses(t: Target, pod: str) -> list[dict[str, Any]]:
+    return (await get(t, f"{pods(t)}/{pod}"))["status"].get("resourceClaimStatuses") or []
+
+
+async def recorded(t: Target, pod: str, entries: int = 1) -> list[dict[str, Any]]:
+    """Until the pod's status records ``entries`` generated claims; returns them."""
+    return await until(lambda: claim_statuses(t, pod), lambda got: len(got) == entries,
+                       f"pod {pod} records {entries} claim(s)", WAIT)
+
+
+async def all_claims(t: Target) -> list[dict[str, Any]]:
+    return (await get(t, claims(t)))["items"]
+
+
+async def generated_and_allocated(t: Target) -> tuple[dict[str, Any], str]:
+    """Pod "p" with a claim from template "t", once made; then what a scheduler writes to that claim: the
+    delete-protection finalizer, an allocation and the pod's reservation. The pod and the claim's name."""
+    await create(t, templates(t), template_body("t", request("gpu")))
+    pod = await create(t, pods(t), pod_body("p", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+    [entry] = await recorded(t, "p")
+    name = entry["resourceClaimName"]
+    claim = await get(t, f"{claims(t)}/{name}")
+    claim["metadata"]["finalizers"] = [PROTECTION]
+    claim = (await t.req("PUT", f"{claims(t)}/{name}", claim)).body
+    r = await put_status(t, claim, {"allocation": allocation("gpu-0"), "reservedFor": [consumer(pod)]})
+    assert r.status == 200, r.body
+    return pod, name
+
+
+async def test_a_template_entry_gets_a_claim_made_from_the_template(target):
+    target.needs_controllers("resourceclaim-controller")
+    template = await create(target, templates(target), template_body(
+        "t", request("gpu", tolerations=[{"key": "k"}]),
+        metadata={"labels": {"app": "web"}, "annotations": {"note": "from the template"}}))
+    pod = await create(target, pods(target), pod_body("p", resourceClaims=[
+        {"name": "gpu", "resourceClaimTemplateName": "t"}, {"name": "direct", "resourceClaimName": "mine"}]))
+    [entry] = await recorded(target, "p")
+    assert entry["name"] == "gpu" and entry["resourceClaimName"].startswith("p-gpu-"), entry
+    assert len(entry["resourceClaimName"]) == len("p-gpu-") + 5
+    [claim] = await all_claims(target)   # none for the entry that names its claim
+    meta = claim["metadata"]
+    assert (meta["name"], meta["generateName"]) == (entry["resourceClaimName"], "p-gpu-")
+    assert meta["annotations"] == {"note": "from the template", CLAIM_NAME: "gpu"}
+    assert meta["labels"] == {"app": "web"}
+    assert meta["ownerReferences"] == [owner(pod)]
+    assert claim["spec"] == template["spec"]["spec"]
+    assert claim["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] == [{"key": "k", "operator": "Equal"}]
+    assert claim["status"] == {}
+
+
+async def test_a_long_pod_and_entry_name_are_cut_in_proportion(target):
+    target.needs_controllers("resourceclaim-controller")
+    await create(target, templates(target), template_body("t", request("gpu")))
+    pod_name, entry = "p" * 60, "c" * 20
+    await create(target, pods(target), pod_body(pod_name, resourceClaims=[
+        {"name": entry, "resourceClaimTemplateName": "t"}]))
+    await recorded(target, pod_name)
+    [claim] = await all_claims(target)
+    # 82 characters are too many: 60*57//82 of the pod's and 20*57//82 of the entry's, joined by "-"
+    assert claim["metadata"]["generateName"] == "p" * 41 + "-" + "c" * 13
+
+
+async def test_a_missing_template_is_an_event_and_its_claim_is_made_once_it_exists(target):
+    target.needs_controllers("resourceclaim-controller")
+    await create(target, pods(target), pod_body("p", resourceClaims=[
+        {"name": "gpu", "resourceClaimTemplateName": "later"}]))
+    want = ('PodResourceClaim gpu: resource claim template "later": resourceclaimtemplate.resource.k8s.io '
+            '"later" not found')
+
+    async def warnings() -> set[tuple[str, str, str, str]]:
+        r = await target.req("GET", f"/api/v1/namespaces/{target.ns}/events",
+                             params={"fieldSelector": "reason=FailedResourceClaimCreation"})
+        return {(e["type"], e["source"]["component"], e["involvedObject"]["name"], e["message"])
+                for e in r.body["items"]}
+
+    await until(warnings, lambda got: got == {("Warning", "resource_claim", "p", want)}, "the warning", WAIT)
+    assert await all_claims(target) == []
+    await create(target, templates(target), template_body("later", request("gpu")))
+    [entry] = await recorded(target, "p")
+    assert [c["metadata"]["name"] for c in await all_claims(target)] == [entry["resourceClaimName"]]
+
+
+async def test_a_claim_made_for_the_pod_before_is_used_again(target):
+    target.needs_controllers("resourceclaim-controller")
+    await create(target, templates(target), template_body("t", request("gpu")))
+    await create(target, pods(target), pod_body("p", resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]))
+    [entry] = await recorded(target, "p")
+    # the status loses the entry (as after a failed status write): the claim is found again, not made twice
+    r = await target.req("PATCH", f"{pods(target)}/p/status", {"status": {"resourceClaimStatuses": [
+        {"$patch": "delete", "name": "gpu"}]}}, content_type=STRATEGIC)
+    assert r.status == 200, r.body
+    assert await recorded(target, "p") == [entry]
+    assert [c["metadata"]["name"] for c in await all_claims(target)] == [entry["resourceClaimName"]]
+
+
+async def test_a_pod_put_on_a_node_gets_its_allocated_claim_reserved(target):
+    target.needs_controllers("resourceclaim-controller")
+    [node] = await target.make_nodes(1)
+    await claim_with(target, "c", {"allocation": allocation("gpu-0")})
+    pod = await create(target, pods(target), pod_body("p", nodeName=node,
+                                                      resourceClaims=[{"name": "gpu", "resourceClaimName": "c"}]))
+    claim = await until(lambda: fetch_claim(target, "c"), lambda c: c["status"].get("reservedFor"),
+                        "the reservation", WAIT)
+    assert claim["status"] == {"allocation": allocation("gpu-0"), "reservedFor": [consumer(pod)]}
+
+
+async def test_a_deleted_pods_reservation_is_dropped_and_a_protected_claim_deallocated(target):
+    target.needs_controllers("resourceclaim-controller")
+    pod = await create(target, pods(target), pod_body("p", resourceClaims=[
+        {"name": "a", "resourceClaimName": "protected"}, {"name": "b", "resourceClaimName": "plain"}]))
+    await claim_with(target, "protected", {"allocation": allocation("gpu-0"), "reservedFor": [consumer(pod)]},
+                     finalizers=[PROTECTION, "example.com/other"])
+    await claim_with(target, "plain", {"allocation": allocation("gpu-1"), "reservedFor": [consumer(pod)]})
+    r = await target.req("DELETE", f"{pods(target)}/p", {"gracePeriodSeconds": 0})
+    assert r.status == 200, r.body
+    protected = await until(lambda: fetch_claim(target, "protected"), lambda c: c["status"] == {},
+                            "the protected claim deallocated", WAIT)
+    protected = await until(lambda: fetch_claim(target, "protected"),
+                            lambda c: c["metadata"].get("finalizers") == ["example.com/other"],
+                            "its delete-protection lifted", WAIT)
+    # a claim without the finalizer was not allocated by a scheduler: it keeps its allocation
+    plain = await until(lambda: fetch_claim(target, "plain"), lambda c: "reservedFor" not in c["status"],
+                        "the plain claim released", WAIT)
+    assert plain["status"] == {"allocation": allocation("gpu-1")}
+
+
+async def test_a_finished_pods_generated_claim_is_released_and_deleted(target):
+    target.needs_controllers("resourceclaim-controller")
+    _, name = await generated_and_allocated(target)
+    r = await target.req("PATCH", f"{pods(target)}/p/status", {"status": {"phase": "Succeeded"}}, content_type=MERGE)
+    assert r.status == 200, r.body
+    await until(lambda: fetch_claim(target, name), lambda c: c is None, "the claim deleted", WAIT)
+
+
+async def test_a_deleted_pods_generated_claim_is_released_and_left_to_the_garbage_collector(target):
+    target.needs_controllers("resourceclaim-controller")
+    pod, name = await generated_and_allocated(target)
+    r = await target.req("DELETE", f"{pods(target)}/p", {"gracePeriodSeconds": 0})
+    assert r.status == 200, r.body
+    claim = await until(lambda: fetch_claim(target, name),
+                        lambda c: c["status"] == {} and not c["metadata"].get("finalizers"),
+                        "the claim released, deallocated and unprotected", WAIT)
+    assert claim["metadata"]["ownerReferences"] == [owner(pod)]   # no garbage collector runs on either server
+
+
+async def test_a_protected_claim_being_deleted_is_deallocated_and_goes(target):
+    target.needs_controllers("resourceclaim-controller")
+    await claim_with(target, "c", {"allocation": allocation("gpu-0")}, finalizers=[PROTECTION])
+    r = await target.req("DELETE", f"{claims(target)}/c")
+    assert r.status == 200, r.body
+    await until(lambda: fetch_claim(target, "c"), lambda c: c is None, "the claim gone", WAIT)
