@@ -57,7 +57,7 @@ from bench.simcluster.drafields import (
     validate_request_refs, validate_selectors, validate_toleration,
 )
 from bench.simcluster.errors import (
-    FieldError, duplicate, forbidden_field, invalid_value, not_supported, required,
+    FieldError, duplicate, field_not_found, forbidden_field, invalid_value, not_supported, required,
 )
 
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -378,6 +378,80 @@ def validate_status(claim: dict[str, Any], old: dict[str, Any]) -> list[FieldErr
 
 
 # ---------------------------------------------------------------------------- pods
+
+_POD_CLAIM = struct(("Name", "name", S), ("ResourceClaimName", "resourceClaimName", RAW),
+                    ("ResourceClaimTemplateName", "resourceClaimTemplateName", RAW))
+
+
+def _validate_pod_claim(pc: dict[str, Any], path: str, seen: set[str], errs: list[FieldError]) -> None:
+    """validatePodResourceClaim: one entry of ``spec.resourceClaims``."""
+    name = text(pc.get("name"))
+    claim, template = pc.get("resourceClaimName"), pc.get("resourceClaimTemplateName")
+    if not name:
+        errs.append(required(f"{path}.name"))
+    elif name in seen:
+        errs.append(duplicate(f"{path}.name", name))
+    else:
+        validate_dns_label(name, f"{path}.name", errs)
+        seen.add(name)
+    if claim is None and template is None:
+        errs.append(invalid_value(path, go_value(_POD_CLAIM, pc), "must specify one of: `resourceClaimName`, "
+                                                                  "`resourceClaimTemplateName`"))
+    if claim is not None and template is not None:
+        errs.append(invalid_value(path, go_value(_POD_CLAIM, pc), "at most one of `resourceClaimName` or "
+                                                                  "`resourceClaimTemplateName` may be specified"))
+    for key, value in (("resourceClaimName", claim), ("resourceClaimTemplateName", template)):
+        if value is not None:
+            for msg in names.name_is_dns_subdomain(text(value), False):
+                errs.append(invalid_value(f"{path}.{key}", value, msg))
+
+
+def _validate_container_claims(claims: Any, pod_claims: set[str], path: str, errs: list[FieldError]) -> None:
+    """validateResourceClaimNames: a container's ``resources.claims`` name the pod's claims, each once. A claim
+    used whole takes all its requests: with any other use of it the later one is a duplicate (as 1.36 words it,
+    by the claim's name); a request used twice is a duplicate ``claim/request``."""
+    whole: set[str] = set()
+    requests: dict[str, set[str]] = {}
+    known = ", ".join(sorted(pod_claims))
+    for i, claim in dicts(claims):
+        name, request = text(claim.get("name")), text(claim.get("request"))
+        if not name:
+            errs.append(required(f"{path}[{i}]"))
+            continue
+        if not request:
+            if name in whole or name in requests:
+                errs.append(duplicate(f"{path}[{i}]", name))
+            whole.add(name)
+        elif name in whole:
+            errs.append(duplicate(f"{path}[{i}]", name))
+        elif request in requests.get(name, ()):
+            errs.append(duplicate(f"{path}[{i}]", f"{name}/{request}"))
+        else:
+            validate_dns_label(request, f"{path}[{i}].request", errs)
+            requests.setdefault(name, set()).add(request)
+        if name not in pod_claims:
+            errs.append(field_not_found(f"{path}[{i}]", name, "must be one of the names in pod.spec.resourceClaims"
+                                                              + (f": {known}" if known else " which is empty")))
+
+
+def validate_pod_resource_claims(pod: dict[str, Any]) -> list[FieldError]:
+    """A pod's ``spec.resourceClaims`` and its containers' claims of them, on create.
+
+    Upstream checks these amid the rest of the pod spec (the entries after the volumes, a container's claims
+    with its resources); the stand-in reports them after the pod's other errors."""
+    errs: list[FieldError] = []
+    spec = as_dict(pod.get("spec"))
+    entries = dicts(spec.get("resourceClaims"))
+    seen: set[str] = set()
+    for i, pc in entries:
+        _validate_pod_claim(pc, f"spec.resourceClaims[{i}]", seen, errs)
+    pod_claims = {text(pc.get("name")) for _, pc in entries}
+    for key in ("containers", "initContainers"):
+        for i, container in dicts(spec.get(key)):
+            _validate_container_claims(as_dict(container.get("resources")).get("claims"), pod_claims,
+                                       f"spec.{key}[{i}].resources.claims", errs)
+    return errs
+
 
 def validate_pod_claim_statuses(pod: dict[str, Any]) -> list[FieldError]:
     """validatePodResourceClaimStatuses: each entry names one of the pod's claims, once."""

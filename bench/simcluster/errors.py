@@ -43,12 +43,13 @@ class FieldError:
         "FieldValueTooLong": "Too long",
         "FieldValueTooMany": "Too many",
         "FieldValueTypeInvalid": "Invalid value",
+        "FieldValueNotFound": "Not found",
     }
 
     def message(self) -> str:
         words = self._WORDS.get(self.type, self.type)
         if self.type in ("FieldValueInvalid", "FieldValueNotSupported", "FieldValueDuplicate",
-                         "FieldValueTypeInvalid", "FieldValueTooMany"):
+                         "FieldValueTypeInvalid", "FieldValueTooMany", "FieldValueNotFound"):
             words = f"{words}: {_render_value(self.value)}"
         if self.detail:
             return f"{words}: {self.detail}"
@@ -97,6 +98,11 @@ def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
 def duplicate(field: str, value: Any) -> FieldError:
     """field.Duplicate: ``Duplicate value: "a"``."""
     return FieldError(field, "FieldValueDuplicate", "", value)
+
+
+def field_not_found(field: str, value: Any, detail: str = "") -> FieldError:
+    """field.NotFound (with the detail some callers add): ``Not found: "zz": must be one of ...``."""
+    return FieldError(field, "FieldValueNotFound", detail, value)
 
 
 def too_long(field: str, limit: int) -> FieldError:

@@ -875,7 +875,7 @@ class Store:
     def _validate_kind_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         owned = workloads.validate_create(rt.kind, rt.group, rt.version, obj, self._workload)
         if rt.group == "" and rt.kind == "Pod":
-            return defaults.validate_pod_create(obj) + owned
+            return defaults.validate_pod_create(obj) + draclaims.validate_pod_resource_claims(obj) + owned
         if owned or rt.group in ("batch", "scheduling.k8s.io"):
             return owned
         if rt.group == "" and rt.kind == "Node":

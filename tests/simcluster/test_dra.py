@@ -649,6 +649,28 @@ async def test_a_pods_claim_statuses_are_kept_and_checked_through_its_status(tar
         'status.resourceClaimStatuses[2].name: Duplicate value: "gpu"]')
 
 
+
+async def test_a_pods_claims_and_its_containers_uses_of_them_are_checked(target):
+    body = pod_body("p", resourceClaims=[
+        {"name": "Bad"}, {"name": "a", "resourceClaimName": "x", "resourceClaimTemplateName": "y"},
+        {"name": "a", "resourceClaimName": "Bad_x"}])
+    body["spec"]["containers"][0]["resources"]["claims"] = [
+        {"name": "zz"}, {"name": "a"}, {"name": "a", "request": "r"}, {"name": "Bad", "request": "Bad"}]
+    r = await target.req("POST", pods(target), body)
+    body = assert_status(r, 422, "Invalid")
+    assert body["message"] == (
+        f'Pod "p" is invalid: [spec.resourceClaims[0].name: {LABEL_ERROR.format(chr(34) + "Bad" + chr(34))}, '
+        'spec.resourceClaims[0]: Invalid value: {"Name":"Bad","ResourceClaimName":null,"ResourceClaimTemplateName"'
+        ":null}: must specify one of: `resourceClaimName`, `resourceClaimTemplateName`, spec.resourceClaims[1]: "
+        'Invalid value: {"Name":"a","ResourceClaimName":"x","ResourceClaimTemplateName":"y"}: at most one of '
+        "`resourceClaimName` or `resourceClaimTemplateName` may be specified, spec.resourceClaims[2].name: "
+        'Duplicate value: "a", spec.resourceClaims[2].resourceClaimName: '
+        f'{SUBDOMAIN_ERROR.format(chr(34) + "Bad_x" + chr(34))}, spec.containers[0].resources.claims[0]: Not '
+        'found: "zz": must be one of the names in pod.spec.resourceClaims: Bad, a, '
+        'spec.containers[0].resources.claims[2]: Duplicate value: "a", '
+        f'spec.containers[0].resources.claims[3].request: {LABEL_ERROR.format(chr(34) + "Bad" + chr(34))}]')
+
+
 # ---------------------------------------------------------------------------- the resourceclaim controller
 
 CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
