@@ -33,9 +33,12 @@ name v1's fields):
   requests, drivers, pools, devices; configs; node selector) and cannot
   change afterwards, only be cleared.
 * A template's ``spec.metadata`` may carry labels and annotations only.
-* A pod's ``status.resourceClaimStatuses`` name entries of its
-  ``spec.resourceClaims`` once each; a ``resourceClaimName`` is a DNS
-  subdomain.
+* A pod's ``spec.resourceClaims`` have DNS-label names, once each, and
+  exactly one of ``resourceClaimName`` and ``resourceClaimTemplateName``;
+  its containers' ``resources.claims`` name them (a claim used whole and also
+  by request, or a request used twice, is a duplicate). Its
+  ``status.resourceClaimStatuses`` name entries of its ``spec.resourceClaims``
+  once each; a ``resourceClaimName`` is a DNS subdomain.
 
 Not checked: CEL expressions (the real server compiles them; see
 :func:`bench.simcluster.drafields.validate_selectors`), ``status.devices``
