@@ -48,7 +48,7 @@ share IDs of allocation results, and admin access in status writes.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from bench.simcluster import defaults, names
 from bench.simcluster.drafields import (
@@ -71,7 +71,6 @@ CONFIG_SOURCES = ["FromClaim", "FromClass"]
 IMMUTABLE = "field is immutable"
 
 RequestNames = dict[str, "set[str] | None"]   # request -> its subrequests (None: it has none)
-NamespaceLabels = Callable[[str], dict[str, str]]
 
 # the internal Go types, as "field is immutable" prints them
 _CAPACITY = ptr(struct(("Requests", "requests", map_of(RAW))))
