@@ -26,8 +26,10 @@ Observed on kube-apiserver 1.36.2 (the messages are its words):
   name. Its ``metadata.generateName`` is not checked, only the name made
   from it.
 
-Not checked: CEL (see :mod:`bench.simcluster.drafields`), list-typed
-attribute values beyond their count, consumable capacity request policies,
+List-typed attribute values (``bools``, ``ints``, ``strings``, ``versions``)
+are dropped, as 1.36 drops them with its DRAListTypeAttributes gate off.
+Not checked: CEL (see :mod:`bench.simcluster.drafields`), consumable capacity
+request policies,
 binding conditions, node-allocatable resource mappings.
 """
 
@@ -54,7 +56,8 @@ ATTRIBUTE_VALUE_MAX_LENGTH = 64
 _ATTRIBUTE_KEY_PATH_MAX = 63 + 1 + 32   # longer keys are shortened in the middle in error paths
 IMMUTABLE = "field is immutable"
 
-_ATTRIBUTE_TYPES = ("bool", "int", "string", "version", "bools", "ints", "strings", "versions")
+_ATTRIBUTE_TYPES = ("bool", "int", "string", "version")
+_LIST_TYPES = ("bools", "ints", "strings", "versions")
 ATTRIBUTE = struct(("IntValue", "int", RAW), ("BoolValue", "bool", RAW), ("StringValue", "string", RAW),
                    ("VersionValue", "version", RAW), ("IntValues", "ints", RAW), ("BoolValues", "bools", RAW),
                    ("StringValues", "strings", RAW), ("VersionValues", "versions", RAW))
@@ -89,6 +92,8 @@ def prepare_slice_spec(kind: str, spec: Any) -> dict[str, Any]:
         for attribute in as_dict(device.get("attributes")).values():
             if isinstance(attribute, dict):
                 check_int(kind, attribute.get("int"), "DeviceAttribute.spec.devices.attributes.int")
+                for key in _LIST_TYPES:   # DRAListTypeAttributes is off in 1.36: list values are dropped
+                    attribute.pop(key, None)
         canonical_quantities(kind, device.get("capacity"), "value")
         for consumption in as_list(device.get("consumesCounters")):
             canonical_quantities(kind, as_dict(consumption).get("counters"), "value")
@@ -161,9 +166,6 @@ def _validate_attribute(attribute: dict[str, Any], path: str, errs: list[FieldEr
             errs.append(invalid_value(f"{path}.version", version, "must be a string compatible with semver.org spec 2.0.0"))
         if names.byte_len(version) > ATTRIBUTE_VALUE_MAX_LENGTH:
             errs.append(too_long(f"{path}.version", ATTRIBUTE_VALUE_MAX_LENGTH))
-    for t in ("bools", "ints", "strings", "versions"):
-        if t in given and not as_list(attribute[t]):
-            errs.append(invalid_value(f"{path}.{t}", attribute[t], "must not be empty if specified"))
     if not given:
         errs.append(invalid_value(path, "", "exactly one value must be specified"))
     elif len(given) > 1:

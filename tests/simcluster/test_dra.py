@@ -215,9 +215,10 @@ async def test_empty_specs_are_written_out_as_their_go_types_encode_them(target)
 
 
 async def test_a_slice_is_stored_with_its_pool_generation_canonical_quantities_and_taint_times(target):
+    # and without list-typed attribute values: 1.36 drops them (DRAListTypeAttributes is off)
     body = slice_body(f"{target.ns}-s", driver_of(target), nodeName="node-a", devices=[
-        {"name": "gpu-0", "attributes": {"model": {"string": "a100"}}, "capacity": {"memory": {"value": "2048Mi"},
-                                                                                   "cores": {"value": "1000m"}},
+        {"name": "gpu-0", "attributes": {"model": {"string": "a100"}, "index": {"int": 0, "ints": [0, 1]}},
+         "capacity": {"memory": {"value": "2048Mi"}, "cores": {"value": "1000m"}},
          "taints": [{"key": "k", "effect": "NoSchedule"}]},
         {"name": "gpu-1", "attributes": {}, "taints": [{"key": "k", "effect": "NoSchedule",
                                                          "timeAdded": "2020-01-01T00:00:00Z"}]}])
@@ -226,6 +227,7 @@ async def test_a_slice_is_stored_with_its_pool_generation_canonical_quantities_a
     assert made["spec"]["pool"] == {"name": "pool-a", "generation": 0, "resourceSliceCount": 1}
     first, second = made["spec"]["devices"]
     assert first["capacity"] == {"memory": {"value": "2Gi"}, "cores": {"value": "1"}}
+    assert first["attributes"] == {"model": {"string": "a100"}, "index": {"int": 0}}   # list values: gate off
     assert first["taints"][0]["timeAdded"] == made["metadata"]["creationTimestamp"]
     assert second == {"name": "gpu-1", "taints": [{"key": "k", "effect": "NoSchedule",
                                                    "timeAdded": "2020-01-01T00:00:00Z"}]}
