@@ -131,6 +131,7 @@ def _prepare_exact(kind: str, e: dict[str, Any], go_field: str) -> dict[str, Any
             default_toleration(t)
     if isinstance(e.get("capacity"), dict):
         canonical_quantities(kind, e["capacity"].get("requests"))
+        drop_empty(e["capacity"], "requests")
     drop_empty(e, "selectors", "tolerations")
     return _ordered(e, _EXACT_KEYS)
 

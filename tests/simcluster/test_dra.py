@@ -187,18 +187,20 @@ async def test_tables_show_upstreams_columns(target):
 # ---------------------------------------------------------------------------- defaults
 
 async def test_a_claim_is_stored_with_its_requests_defaulted_and_no_status(target):
-    body = claim_body("c", request("gpu", tolerations=[{"key": "a", "value": "b"}]),
+    body = claim_body("c", request("gpu", tolerations=[{"key": "a", "value": "b"}],
+                                   capacity={"requests": {"memory": "1.5Gi"}}),
                       {"name": "fa", "firstAvailable": [{"name": "one", "deviceClassName": "gpu.example.com"},
                                                         {"name": "all", "deviceClassName": "gpu.example.com",
-                                                         "allocationMode": "All"}]})
+                                                         "allocationMode": "All", "capacity": {"requests": {}}}]})
     body["status"] = {"reservedFor": [{"resource": "pods", "name": "x", "uid": "1"}]}
     made = await create(target, claims(target), body)
     assert made["spec"] == {"devices": {"requests": [
         {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1,
-                                    "tolerations": [{"key": "a", "operator": "Equal", "value": "b"}]}},
+                                    "tolerations": [{"key": "a", "operator": "Equal", "value": "b"}],
+                                    "capacity": {"requests": {"memory": "1536Mi"}}}},
         {"name": "fa", "firstAvailable": [
             {"name": "one", "deviceClassName": "gpu.example.com", "allocationMode": "ExactCount", "count": 1},
-            {"name": "all", "deviceClassName": "gpu.example.com", "allocationMode": "All"}]}]}}
+            {"name": "all", "deviceClassName": "gpu.example.com", "allocationMode": "All", "capacity": {}}]}]}}
     assert made["status"] == {}
     assert "generation" not in made["metadata"]
 
