@@ -59,7 +59,7 @@ from __future__ import annotations
 import copy
 import heapq
 import logging
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
@@ -224,7 +224,7 @@ class ResourceClaimController(StoreLoop):
         for key in sorted(pods_due):
             self._guarded(self.sync_pod, "pod", key)
 
-    def _guarded(self, sync: Any, kind: str, key: Key) -> None:
+    def _guarded(self, sync: Callable[[Key], None], kind: str, key: Key) -> None:
         try:
             sync(key)
         except Exception:   # one object's bug must not starve the others
