@@ -171,14 +171,23 @@ def _semver_decls() -> list[Any]:
 
 
 def _comparison_decls() -> list[Any]:
-    """isGreaterThan, isLessThan and compareTo, on Quantity and on Semver; the Quantity overload carries the code."""
+    """isGreaterThan, isLessThan and compareTo, on Quantity and on Semver; the Quantity overload carries the code.
+
+    Selectors compiled by cel.py do not call these (celrewrite.py compares in CEL) but for a rewrite that
+    did not compile; the two functions without arguments are the rewrite's ``no such overload``."""
     q, s = QUANTITY, SEMVER
     return [cel.FunctionDecl(name, [_overload(f"quantity_{snake}", [q, q], result, member=True, impl=impl),
                                     _overload(f"semver_{snake}", [s, s], result, member=True)])
             for name, snake, result, impl in (
                 ("isGreaterThan", "is_greater_than", T.BOOL, lambda a, b: _compare(a, b) > 0),
                 ("isLessThan", "is_less_than", T.BOOL, lambda a, b: _compare(a, b) < 0),
-                ("compareTo", "compare_to", T.INT, _compare))]
+                ("compareTo", "compare_to", T.INT, _compare))] + [
+        cel.FunctionDecl(name, [_overload(name, [], result, impl=_no_such_overload)])
+        for name, result in (("tandem.noSuchOverloadInt", T.INT), ("tandem.noSuchOverloadBool", T.BOOL))]
+
+
+def _no_such_overload() -> Any:
+    raise FunctionError(NO_SUCH_OVERLOAD)
 
 
 # ---------------------------------------------------------------------------------------------- lists

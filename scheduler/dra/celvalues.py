@@ -4,17 +4,19 @@ cel-expr-python hands values to CEL only as CEL's own types or as protobuf
 messages; any other Python object is refused. So a Quantity and a Semver are
 messages of a private descriptor pool, named as upstream names the types
 (``kubernetes.Quantity``, ``kubernetes.Semver``, so ``type(q)`` reads the
-same), each with a single string field ``_v`` holding the value in a
-canonical form:
+same), with two string fields, both canonical, so that CEL's message equality
+is upstream's ``Quantity.Equal`` (quantities equal by value, ``1Gi`` and
+``1024Mi``, are equal) and blang/semver's ``EQ`` (build metadata ignored):
 
-* Quantity: its exact value in nano units, a decimal integer. Quantities equal
-  by value (``1Gi``, ``1024Mi``) have the same ``_v``, so CEL's message
-  equality is upstream's ``Quantity.Equal``, a comparison of values.
-* Semver: ``major.minor.patch[-prerelease]`` without the build metadata, so
-  message equality is blang/semver's ``EQ``, which ignores build metadata.
+* ``_v``, the value for Python: a Quantity's exact value in nano units, a
+  decimal integer; a Semver's ``major.minor.patch[-prerelease]``;
+* ``_k``, a key whose string order is the values' order, so that
+  ``compareTo``, ``isGreaterThan`` and ``isLessThan`` run as CEL's own string
+  comparisons (celrewrite.py rewrites them so) and never call into Python:
+  cel-expr-python 0.1.3 leaks every Python call's arguments.
 
-``_v`` is the one way these values differ from upstream's opaque ones: a
-selector could read or construct it; none written for Kubernetes does.
+The fields are the one way these values differ from upstream's opaque ones: a
+selector could read or construct them; none written for Kubernetes does.
 
 Parsing follows apimachinery's ``resource.ParseQuantity`` (values rounded away
 from zero to a nano, binary-suffixed ones capped at 2^63-1) and blang/semver
@@ -49,9 +51,10 @@ INT64_MAX = 2**63 - 1
 def _build_pool() -> descriptor_pool.DescriptorPool:
     kube = descriptor_pb2.FileDescriptorProto(name="tandem/dra/kubernetes.proto", package="kubernetes", syntax="proto3")
     for name in ("Quantity", "Semver"):
-        kube.message_type.add(name=name).field.add(
-            name="_v", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        message = kube.message_type.add(name=name)
+        for number, field in enumerate(("_v", "_k"), start=1):
+            message.field.add(name=field, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                              label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
     # a type no selector has a reason to build: it only carries runtime code (cellib's "carrier" overloads)
     ours = descriptor_pb2.FileDescriptorProto(name="tandem/dra/tandem.proto", package="tandem", syntax="proto3")
     ours.message_type.add(name="Opaque")
@@ -93,8 +96,22 @@ def parse_nanos(text: str) -> int:
     return -nanos if value < 0 else nanos
 
 
+def quantity_key(nanos: int) -> str:
+    """Digits whose string order is the quantities' order: a sign class, then the length, then the digits
+    (a negative one's length and digits complemented, so a larger magnitude sorts first)."""
+    if nanos == 0:
+        return "1"
+    digits = str(abs(nanos))
+    if nanos > 0:
+        return f"2{len(digits):04d}{digits}"
+    return f"0{9999 - len(digits):04d}" + digits.translate(_COMPLEMENT)
+
+
+_COMPLEMENT = str.maketrans("0123456789", "9876543210")
+
+
 def quantity(nanos: int) -> Any:
-    return QuantityMessage(_v=str(nanos))
+    return QuantityMessage(_v=str(nanos), _k=quantity_key(nanos))
 
 
 def quantity_of(text: str) -> Any:
@@ -193,8 +210,19 @@ def canonical_semver(version: Version) -> str:
     return core + "-" + ".".join(str(p) for p in pre) if pre else core
 
 
+def semver_key(version: Version) -> str:
+    """A string whose order is blang/semver's: fixed-width numbers, a release (``~``) above its prereleases
+    (``-``), numeric identifiers (``0`` and 20 digits) below alphanumeric ones (``1`` and the text), ``!``
+    between identifiers, lower than any character an identifier holds, so that fewer identifiers sort first."""
+    major, minor, patch, pre = version
+    core = f"{major:020d}.{minor:020d}.{patch:020d}"
+    if not pre:
+        return core + "~"
+    return core + "-" + "!".join(f"0{p:020d}" if isinstance(p, int) else f"1{p}" for p in pre)
+
+
 def semver(version: Version) -> Any:
-    return SemverMessage(_v=canonical_semver(version))
+    return SemverMessage(_v=canonical_semver(version), _k=semver_key(version))
 
 
 def semver_of(text: str, normalize: bool = False) -> Any:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import sys
+from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -194,6 +197,30 @@ def test_string_and_list_helpers_work(expression: str) -> None:
     check(expression, True)
 
 
+@pytest.mark.parametrize("expression", [
+    pytest.param('device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) >= 0', id="compareTo"),
+    pytest.param('device.capacity["gpu.example.com"].memory.isGreaterThan(quantity("40Gi"))', id="isGreaterThan"),
+    pytest.param('device.attributes["gpu.example.com"].driverVersion.isLessThan(semver("v2", true))',
+                 id="isLessThan of a normalized version"),
+])
+def test_the_usual_comparisons_never_call_into_python(expression: str) -> None:
+    """cel-expr-python 0.1.3 leaks the arguments of every call into Python; these make none (celrewrite.py)."""
+    selector = compile_selector(expression)
+    library = {str(Path(sys.modules[name].__file__ or ""))
+               for name in ("scheduler.dra.cellib", "scheduler.dra.celvalues")}
+    called: list[str] = []
+
+    def profile(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename in library:
+            called.append(frame.f_code.co_name)
+    sys.setprofile(profile)
+    try:
+        assert selector.matches(GPU) is True
+    finally:
+        sys.setprofile(None)
+    assert called == []
+
+
 # ---------------------------------------------------------------------------- errors
 
 @pytest.mark.parametrize("expression, want", [
@@ -241,6 +268,10 @@ def test_a_failed_compile_is_not_cached_and_fails_again() -> None:
     pytest.param('quantity("1.5").asInteger() == 1', "cannot convert value to integer",
                  id="asInteger of a fraction"),
     pytest.param("[].min() == 1", "min called on empty list", id="min of nothing"),
+    pytest.param('device.attributes["gpu.example.com"].driverVersion.isGreaterThan(quantity("1"))',
+                 "no such overload", id="a version compared with a quantity"),
+    pytest.param('device.attributes["gpu.example.com"].cores.compareTo(semver("1.0.0")) == 0', "no such overload",
+                 id="an int compared with a version"),
     pytest.param("[1][2] == 1", "index '2' out of range in list size '1'", id="an index past the end"),
 ])
 def test_runtime_errors_read_as_upstreams(expression: str, want: str) -> None:
