@@ -14,8 +14,9 @@ What a selector sees, as upstream:
 * ``device.attributes[domain][id]`` and ``device.capacity[domain][id]``: a
   qualified name ``dra.example.com/model`` is id ``model`` of domain
   ``dra.example.com``, an unqualified one belongs to the driver's domain.
-  Attribute values are int, bool, string, or a ``semver`` for ``version``
-  (the lists of the alpha list-type attributes become lists); capacities are
+  Attribute values are int, bool, string, or a ``semver`` for ``version``;
+  the list kinds (``ints`` ..., DRAListTypeAttributes, alpha and off in 1.36)
+  fail every selector on the device, as upstream's do; capacities are
   ``quantity`` values;
 * a domain the device lacks looks up as an empty map, so
   ``"model" in device.attributes["x.example.com"]`` is false and
@@ -66,8 +67,8 @@ no C++ memory (each evaluation converts it afresh, in an arena freed after).
 
 Errors. ``CELError`` carries upstream's inner text: ``compilation failed:
 ERROR: <input>:1:4: Syntax error: ...``, ``no such key: model``. The allocator
-adds who owns the selector; :func:`format_selector_error` writes upstream's
-whole message. Compile errors are not cached (upstream's cache keeps only
+adds who owns the selector; :func:`format_selector_error` writes kube-scheduler
+1.36's whole message. Compile errors are not cached (upstream's cache keeps only
 successes); each compile fails again.
 
 Threads: cel-expr-python runs with the GIL held, so a Selector and the cache
@@ -106,9 +107,6 @@ EVALUATION_TIME_LIMIT = 0.1                       # seconds: upstream's "roughly
 CACHE_SIZE = 256                                  # compiled selectors kept (kube-scheduler keeps 10; ours are cheap)
 
 COST_LIMIT_EXCEEDED = "operation cancelled: actual cost limit exceeded"
-# upstream's EnhanceRuntimeError hint (dynamic-resource-allocation/cel/errors.go)
-NO_SUCH_KEY_HINT = (". consider using CEL optional chaining (.? followed by orValue()) or guarding the check with "
-                    "has() for optional fields")
 
 T = cel.Type
 VARIABLES = {
@@ -132,20 +130,17 @@ class CELError(Exception):
         return self.message
 
 
-def format_selector_error(owner: str, index: int, err: CELError, device: str = "") -> str:
-    """Upstream's allocator message; ``owner`` is ``class gpu`` or ``claim ns/name``, ``device`` driver/pool/name.
+def format_selector_error(owner: str, index: int, err: CELError) -> str:
+    """kube-scheduler 1.36's allocator message; ``owner`` is ``class <name>`` or ``claim <ns>/<name>``.
 
     ``class gpu: selector #0: CEL compile error: compilation failed: ...``
-    ``claim ns/c: selector #1 on device gpu.example.com/pool/gpu-0: CEL runtime error: no such key: model. ...``
+    ``claim ns/c: selector #1: CEL runtime error: no such key: model``
+
+    (1.37 adds `` on device <driver>/<pool>/<device>`` after the index of a runtime error, and after a
+    ``no such key`` a hint to use ``.?`` and ``orValue()`` or ``has()``.)
     """
-    if err.compile_error:
-        return f"{owner}: selector #{index}: CEL compile error: {err.message}"
-    return f"{owner}: selector #{index} on device {device}: CEL runtime error: {enhance_runtime_error(err.message)}"
-
-
-def enhance_runtime_error(message: str) -> str:
-    """Upstream's EnhanceRuntimeError: a ``no such key`` error gets the hint about optional chaining and has()."""
-    return message + NO_SUCH_KEY_HINT if "no such key:" in message else message
+    kind = "compile" if err.compile_error else "runtime"
+    return f"{owner}: selector #{index}: CEL {kind} error: {err.message}"
 
 
 # ---------------------------------------------------------------------------------------------- devices
@@ -166,28 +161,17 @@ def split_qualified_name(name: str, driver: str) -> tuple[str, str]:
     return (domain, ident) if sep else (driver, name)
 
 
-# upstream's getAttributeValue order: the list kinds first, then the scalars
-_ATTRIBUTE_KINDS = ("ints", "bools", "strings", "versions", "int", "bool", "string", "version")
-
-
 def _attribute_value(attr: Mapping[str, Any]) -> Any:
-    for kind in _ATTRIBUTE_KINDS:
-        value = attr.get(kind)
-        if value is None:
-            continue
-        if kind == "version":
-            return _version(value)
-        if kind == "versions":
-            return [_version(v) for v in value]
-        return list(value) if kind.endswith("s") else value
+    """upstream's getAttributeValue with DRAListTypeAttributes off (alpha in 1.36): a list kind is unsupported."""
+    for kind in ("int", "bool", "string"):
+        if attr.get(kind) is not None:
+            return attr[kind]
+    if attr.get("version") is not None:
+        try:
+            return semver_of(str(attr["version"]))
+        except ParseError as err:
+            raise ParseError(f"parse semantic version: {err}") from None
     raise ParseError("unsupported attribute value")
-
-
-def _version(text: Any) -> Any:
-    try:
-        return semver_of(str(text))
-    except ParseError as err:
-        raise ParseError(f"parse semantic version: {err}") from None
 
 
 def device_view(driver: str, device: Mapping[str, Any]) -> DeviceView:
