@@ -831,10 +831,14 @@ async def test_a_deleted_pods_generated_claim_is_released_and_left_to_the_garbag
     pod, name = await generated_and_allocated(target)
     r = await target.req("DELETE", f"{pods(target)}/p", {"gracePeriodSeconds": 0})
     assert r.status == 200, r.body
+    # released, deallocated and unprotected; or deleted: kube-controller-manager's controller deletes the
+    # claim of a pod it saw deleted before it was scheduled (isPodDone), which a delete with grace 0 may show
+    # it or not (seen once in a full run on the real server)
     claim = await until(lambda: fetch_claim(target, name),
-                        lambda c: c["status"] == {} and not c["metadata"].get("finalizers"),
+                        lambda c: c is None or (c["status"] == {} and not c["metadata"].get("finalizers")),
                         "the claim released, deallocated and unprotected", WAIT)
-    assert claim["metadata"]["ownerReferences"] == [owner(pod)]   # no garbage collector runs on either server
+    if claim is not None:
+        assert claim["metadata"]["ownerReferences"] == [owner(pod)]   # no garbage collector runs on either server
 
 
 async def test_a_protected_claim_being_deleted_is_deallocated_and_goes(target):
