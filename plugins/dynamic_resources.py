@@ -137,8 +137,7 @@ class DynamicResources:
         c = new if isinstance(new, ResourceClaim) else old
         if not isinstance(c, ResourceClaim):
             return QueueingHint.QUEUE
-        if c.namespace == pod.namespace and (c.owner_pod == pod.uid or any(
-                pc.claim == c.name for pc in pod_claims(pod.raw))):
+        if c.owner_pod == pod.uid or pod.uid in self.handle.devices.naming.get(c.key, ()):
             return QueueingHint.QUEUE
         if isinstance(old, ResourceClaim) and old.allocation is not None and (
                 not isinstance(new, ResourceClaim) or new.allocation is None):

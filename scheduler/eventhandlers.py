@@ -28,7 +28,7 @@ from scheduler.model import (
     Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_native_pod_group, parse_node,
     parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
 )
-from scheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
+from scheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice, pod_claims
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
 from scheduler.state.cache import Cache
@@ -100,6 +100,10 @@ class EventHandlers:
             self._held_pod_changed(old, pod)   # a held unit's member changed (holding.py)
         if self.cache.moves.replacements and pod.uid in self.cache.moves.replacements:
             self.rebalancer.replacement_changed(pod, pod.uid)   # a moved pod's replacement bound, or Ready
+        if pod.resource_claims or (old is not None and old.resource_claims):
+            waiting = not pod.node_name and not pod.deleting and not pod.terminal
+            self.cache.devices.track_pod(pod.uid, pod.namespace, tuple(
+                pc.claim for pc in pod_claims(pod.raw) if pc.claim) if waiting else ())
         return pod, old
 
     def on_pod_add(self, obj: dict[str, Any]) -> None:
@@ -157,6 +161,8 @@ class EventHandlers:
         self._conditions.pop(pod.uid, None)
         self._sort_failures.pop(pod.uid, None)
         self.reports.forget(pod.uid)
+        if old.resource_claims:
+            self.cache.devices.track_pod(pod.uid, pod.namespace, ())
         if self.cache.nominations.held.member_of and pod.uid in self.cache.nominations.held.member_of:
             self._held_pod_changed(old, None)   # a held unit's member was deleted (holding.py)
         if self.cache.moves.replacements and pod.uid in self.cache.moves.replacements:
@@ -336,21 +342,32 @@ class EventHandlers:
     # upstream's DynamicResources registers ResourceClaim Add/Update, ResourceSlice Add/Update, DeviceClass
     # Add/Update
 
+    # A claim's own event concerns only the pods that name it (and its owner): those are the only ones it is
+    # offered to, not every pod waiting for devices (a claim per pod would make the hints quadratic). Devices
+    # freed (an allocation cleared, an allocated claim deleted) may help any of them: those go to all.
+
     def on_resource_claim_add(self, obj: dict[str, Any]) -> None:
         c = parse_resource_claim(obj)
-        self.cache.devices.set_claim(c)
-        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.ADD, "ResourceClaimAdd"), None, c)
+        devices = self.cache.devices
+        devices.set_claim(c)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.ADD, "ResourceClaimAdd"), None, c,
+                            only=devices.concerned(c))
 
     def on_resource_claim_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
         c = parse_resource_claim(obj)
-        old = self.cache.devices.set_claim(c)
-        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.UPDATE, "ResourceClaimUpdate"), old, c)
+        devices = self.cache.devices
+        old = devices.set_claim(c)
+        freed = old is not None and old.allocation is not None and c.allocation is None
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.UPDATE, "ResourceClaimUpdate"), old, c,
+                            only=None if freed else devices.concerned(c))
 
     def on_resource_claim_delete(self, obj: dict[str, Any]) -> None:
         c = parse_resource_claim(obj)
-        self.cache.devices.delete_claim(c)
+        devices = self.cache.devices
+        devices.delete_claim(c)
         # a deleted claim frees its devices (upstream's allocated-devices tracker; no hint registered)
-        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.DELETE, "ResourceClaimDelete"), c, None)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.DELETE, "ResourceClaimDelete"), c, None,
+                            only=None if c.allocation is not None else devices.concerned(c))
 
     def on_resource_slice_add(self, obj: dict[str, Any]) -> None:
         s = parse_resource_slice(obj)

@@ -443,11 +443,15 @@ class SchedulingQueue:
             cut = bisect.bisect_left(self._events, low, key=lambda e: e[0])
             del self._events[:cut]
 
-    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None) -> int:
-        """A cluster event: move the unschedulable and gated pods it may help. Returns how many moved."""
+    def on_event(self, event: ClusterEvent, old: Any = None, new: Any = None, only: set[str] | None = None) -> int:
+        """A cluster event: move the unschedulable and gated pods it may help. Returns how many moved.
+        ``only``: the pods it can concern at all (an object of theirs changed), when the caller knows them."""
         self.record(event, old, new)
         moved = 0
-        for uid in self._candidates(event):
+        candidates = self._candidates(event)
+        if only is not None:
+            candidates &= only
+        for uid in candidates:
             qi = self.infos[uid]
             strategy = self._strategy(qi, event, old, new)
             if strategy != QUEUE_SKIP:

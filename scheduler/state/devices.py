@@ -158,6 +158,9 @@ class Devices(Allocation):
         self.in_use: dict[DeviceID, int] = {}
         self._keys: dict[str, str] = {}                      # claim uid -> namespace/name
         self._api_holders: dict[DeviceID, set[str]] = {}    # device -> claims the informer shows holding it
+        # pods not placed yet that name a claim, by claim key: a claim's event concerns them (and its owner)
+        self.naming: dict[str, set[str]] = {}
+        self._named_by: dict[str, tuple[str, ...]] = {}
         # pools: (driver, pool) -> slice name -> slice; and the candidates the pool gives now
         self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
         self._active: dict[tuple[str, str], list[Candidate]] = {}
@@ -265,6 +268,32 @@ class Devices(Allocation):
             self.in_use[d] = n
             if n == 1:
                 self._count(d, -1)
+
+    def track_pod(self, uid: str, namespace: str, claims: tuple[str, ...]) -> None:
+        """A pod not placed yet names these claims (none: it is placed, gone or names none)."""
+        keys = tuple(f"{namespace}/{c}" for c in claims)
+        old = self._named_by.get(uid, ())
+        if old == keys:
+            return
+        for k in old:
+            users = self.naming.get(k)
+            if users is not None:
+                users.discard(uid)
+                if not users:
+                    del self.naming[k]
+        if keys:
+            self._named_by[uid] = keys
+            for k in keys:
+                self.naming.setdefault(k, set()).add(uid)
+        else:
+            self._named_by.pop(uid, None)
+
+    def concerned(self, c: ResourceClaim) -> set[str]:
+        """The pods a change of claim ``c`` itself concerns: those that name it, and its owner."""
+        out = set(self.naming.get(c.key, ()))
+        if c.owner_pod:
+            out.add(c.owner_pod)
+        return out
 
     def is_in_use(self, d: DeviceID) -> bool:
         return d in self.in_use

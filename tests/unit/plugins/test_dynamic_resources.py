@@ -464,3 +464,21 @@ def test_selectors_choose_devices_by_attribute() -> None:
         {"cel": {"expression": 'device.attributes["gpu.example.com"].numa == 1'}}]
     env = Env(c, slices=(slice_obj("n1", 2, numa=(0, 0)), slice_obj("n2", 2, numa=(0, 1))))
     assert env.run(pod(named("x")))[2] == {"n1": CANNOT_ALLOCATE, "n2": None, "n3": CANNOT_ALLOCATE}
+
+
+def test_a_claims_own_event_concerns_the_pods_that_name_it_and_its_owner_only() -> None:
+    env = Env()
+    devices = env.cache.devices
+    devices.track_pod("a", "ns", ("x",))
+    devices.track_pod("b", "ns", ("x", "y"))
+    devices.track_pod("c", "other", ("x",))
+    x = parse_resource_claim(claim_obj("x", owner="d"))
+    assert devices.concerned(x) == {"a", "b", "d"}
+    devices.track_pod("b", "ns", ())   # placed
+    assert devices.concerned(x) == {"a", "d"}
+    hint = next(e.hint for e in env.plugin.events_to_register() if e.event.resource == "ResourceClaim")
+    assert hint(pod(named("x"), uid="a"), None, x) == 1
+    assert hint(pod(named("z"), uid="e"), None, x) == 0, "another pod's new claim frees nothing"
+    freed = parse_resource_claim(claim_obj("y"))
+    held = parse_resource_claim(claim_obj("y", allocated_on="n1", reserved=("q",)))
+    assert hint(pod(named("z"), uid="e"), held, freed) == 1, "a deallocated claim's devices may serve anyone"
