@@ -27,7 +27,7 @@ from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
 from bench.runner import TERMINATION_SECONDS, RunError, run_workload
 from bench.simcluster import errors as sim_errors
-from bench.target import TargetError, open_target, start_scheduler
+from bench.target import KUBE_SCHEDULER_QPS, TargetError, open_target, start_kube_scheduler, start_scheduler
 from bench.pipelines import stages
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
@@ -135,6 +135,38 @@ async def test_a_scheduler_that_cannot_start_raises_with_the_end_of_its_log(tmp_
 async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_log(tmp_path):
     with pytest.raises(TargetError, match=r"(?s)exited with code 2 before it listened.*--bogus"):
         async with open_target(None, tmp_path, ["--bogus"]):
+            pass
+
+
+def fake_kube_scheduler(tmp_path: Path, body: str) -> Path:
+    binary = tmp_path / "kube-scheduler"
+    binary.write_text(f"#!/bin/sh\n{body}\n")
+    binary.chmod(0o755)
+    return binary
+
+
+async def test_kube_scheduler_gets_its_default_profile_at_scheduler_perfs_limits_and_is_stopped_after(tmp_path):
+    binary = fake_kube_scheduler(tmp_path, 'echo "$@" > "$(dirname "$0")/args"\n'
+                                           'echo \'I1129 server.go:183] "Starting Kubernetes Scheduler"\'\nexec sleep 60')
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("{}")
+    async with start_kube_scheduler([str(binary), "--feature-gates=A=true"], kubeconfig, tmp_path) as ks:
+        assert ks.proc.poll() is None and ks.metrics_url == ""
+    assert ks.proc.poll() is not None                 # stopped with the block
+    config = json.loads((tmp_path / "kube-scheduler.yaml").read_text())
+    assert config["clientConnection"] == {"kubeconfig": str(kubeconfig.resolve()), "qps": KUBE_SCHEDULER_QPS,
+                                          "burst": KUBE_SCHEDULER_QPS}
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+    assert (tmp_path / "args").read_text().split() == ["--feature-gates=A=true",
+                                                       f"--config={tmp_path / 'kube-scheduler.yaml'}",
+                                                       "--secure-port=0"]
+
+
+async def test_a_kube_scheduler_that_cannot_start_raises_with_the_end_of_its_log(tmp_path):
+    binary = fake_kube_scheduler(tmp_path, 'echo "E1129 run.go:72] \\"command failed\\" err=\\"bad flag\\""; exit 1')
+    with pytest.raises(TargetError, match=r"(?s)kube-scheduler exited with code 1 before it started.*bad flag"):
+        async with start_kube_scheduler([str(binary)], tmp_path / "kc", tmp_path):
             pass
 
 
@@ -436,3 +468,4 @@ def test_the_watch_adopts_a_controllers_pods_and_tells_an_owners_wait_when_enoug
     assert (a.owner, a.node, a.cpu, a.measured) == ("ReplicaSet apps/web", "n1", 500, False)
     assert a.deleting is not None and a.gone is not None and a.deleting <= a.gone and b.deleting is None
     assert "elsewhere/other" not in recorder.pods
+
