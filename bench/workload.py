@@ -94,9 +94,12 @@ def uses_native_gangs(workload: Any) -> bool:
     return any(getattr(op, "group_template", {}).get("apiVersion") == NATIVE_POD_GROUP_API_VERSION
                for op in workload.ops)
 def uses_controllers(workload: Any) -> bool:
-    """Does the workload create objects whose controller makes pods (a ReplicaSet), so a simulated cluster must
-    run its controllers and node agent?"""
-    return any(isinstance(op, CreateAny) and isinstance((op.template.get("spec") or {}).get("template"), dict)
+    """Does the workload create objects whose controller makes pods (a ReplicaSet), or pods whose resource claims
+    a controller makes from templates (the resourceclaim controller), so a simulated cluster must run its
+    controllers and node agent?"""
+    return any((isinstance(op, CreateAny) and isinstance((op.template.get("spec") or {}).get("template"), dict))
+               or (isinstance(op, CreatePods) and any("resourceClaimTemplateName" in c for c in
+                                                      (op.template.get("spec") or {}).get("resourceClaims") or ()))
                for op in workload.ops)
 
 

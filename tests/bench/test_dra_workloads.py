@@ -23,7 +23,8 @@ from bench.record import Recorder
 from bench.runner import run_workload
 from bench.target import KUBE_SCHEDULER_NAME, open_target, start_kube_scheduler
 from bench.workload import (AllocResourceClaims, CheckResourceClaims, CreateAny, CreateNodes, CreatePods,
-                            CreateResourceDriver, find_workload, load_workloads)
+                            CreateResourceDriver, find_workload, load_workloads,
+                            uses_controllers)
 from tests.support import envtest, servers
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
@@ -62,6 +63,7 @@ def test_the_file_has_upstreams_test_cases_at_their_scales_and_every_op_is_valid
     for w in workloads:
         assert isinstance(w.ops[-1], CheckResourceClaims), w.full_name   # every run ends checking the claims
         assert "dra" in w.labels
+        assert uses_controllers(w)   # the claims come from templates: a simulated cluster runs its controller
 
 
 @pytest.mark.parametrize("name,dra,plain,devices", [
