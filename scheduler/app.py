@@ -227,6 +227,16 @@ class App:
             Informer(self.client, "/apis/storage.k8s.io/v1/csistoragecapacities", name="csistoragecapacities",
                      clock=clock, on_add=sched.on_capacity_add, on_update=sched.on_capacity_update,
                      on_delete=sched.on_capacity_delete),
+            # DynamicResources: the classes devices are asked for by, the drivers' slices, and the claims
+            Informer(self.client, "/apis/resource.k8s.io/v1/deviceclasses", name="deviceclasses", clock=clock,
+                     on_add=sched.on_device_class_add, on_update=sched.on_device_class_update,
+                     on_delete=sched.on_device_class_delete),
+            Informer(self.client, "/apis/resource.k8s.io/v1/resourceslices", name="resourceslices", clock=clock,
+                     on_add=sched.on_resource_slice_add, on_update=sched.on_resource_slice_update,
+                     on_delete=sched.on_resource_slice_delete),
+            Informer(self.client, "/apis/resource.k8s.io/v1/resourceclaims", name="resourceclaims", clock=clock,
+                     on_add=sched.on_resource_claim_add, on_update=sched.on_resource_claim_update,
+                     on_delete=sched.on_resource_claim_delete),
         ):
             if await self._lists(inf.path):
                 self.informers.append(inf)

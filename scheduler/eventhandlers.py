@@ -28,6 +28,7 @@ from scheduler.model import (
     Node, Pod, parse_csi_driver, parse_csi_storage_capacity, parse_csinode, parse_native_pod_group, parse_node,
     parse_pdb, parse_pod, parse_pod_group, parse_pv, parse_pvc, parse_storage_class, parse_volume_attachment,
 )
+from scheduler.model.dra import parse_device_class, parse_resource_claim, parse_resource_slice
 from scheduler.preenqueue import PreEnqueueReports
 from scheduler.queue import SchedulingQueue
 from scheduler.state.cache import Cache
@@ -331,6 +332,57 @@ class EventHandlers:
     def on_capacity_delete(self, obj: dict[str, Any]) -> None:
         self.cache.volumes.delete_capacity(parse_csi_storage_capacity(obj).key)
 
+    # DRA (resource.k8s.io/v1): claims (whose allocations hold devices), the drivers' slices, the classes;
+    # upstream's DynamicResources registers ResourceClaim Add/Update, ResourceSlice Add/Update, DeviceClass
+    # Add/Update
+
+    def on_resource_claim_add(self, obj: dict[str, Any]) -> None:
+        c = parse_resource_claim(obj)
+        self.cache.devices.set_claim(c)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.ADD, "ResourceClaimAdd"), None, c)
+
+    def on_resource_claim_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        c = parse_resource_claim(obj)
+        old = self.cache.devices.set_claim(c)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.UPDATE, "ResourceClaimUpdate"), old, c)
+
+    def on_resource_claim_delete(self, obj: dict[str, Any]) -> None:
+        c = parse_resource_claim(obj)
+        self.cache.devices.delete_claim(c)
+        # a deleted claim frees its devices (upstream's allocated-devices tracker; no hint registered)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.DELETE, "ResourceClaimDelete"), c, None)
+
+    def on_resource_slice_add(self, obj: dict[str, Any]) -> None:
+        s = parse_resource_slice(obj)
+        self.cache.devices.set_slice(s)
+        self.queue.on_event(ClusterEvent(Resource.RESOURCE_SLICE, ActionType.ADD, "ResourceSliceAdd"), None, s)
+
+    def on_resource_slice_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        s = parse_resource_slice(obj)
+        old = self.cache.devices.slices.get(s.name)
+        self.cache.devices.set_slice(s)
+        if old != s:
+            self.queue.on_event(ClusterEvent(Resource.RESOURCE_SLICE, ActionType.UPDATE, "ResourceSliceUpdate"),
+                                old, s)
+
+    def on_resource_slice_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.devices.delete_slice(str((obj.get("metadata") or {}).get("name", "")))
+
+    def on_device_class_add(self, obj: dict[str, Any]) -> None:
+        c = parse_device_class(obj)
+        self.cache.devices.set_class(c)
+        self.queue.on_event(ClusterEvent(Resource.DEVICE_CLASS, ActionType.ADD, "DeviceClassAdd"), None, c)
+
+    def on_device_class_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
+        c = parse_device_class(obj)
+        old = self.cache.devices.classes.get(c.name)
+        self.cache.devices.set_class(c)
+        if old != c:
+            self.queue.on_event(ClusterEvent(Resource.DEVICE_CLASS, ActionType.UPDATE, "DeviceClassUpdate"), old, c)
+
+    def on_device_class_delete(self, obj: dict[str, Any]) -> None:
+        self.cache.devices.delete_class(str((obj.get("metadata") or {}).get("name", "")))
+
     # ------------------------------------------------------------------ informer handlers (priority classes)
 
     def on_priority_class_add(self, obj: dict[str, Any]) -> None:
@@ -430,6 +482,7 @@ class EventHandlers:
         if node.invalid:
             log.warning("node %s: %s; scheduling onto it as far as it parses", node.name, node.invalid)
         self.cache.add_node(node)
+        self.cache.devices.node_changed(node.name)
         self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
 
     def on_node_update(self, old_obj: dict[str, Any], obj: dict[str, Any]) -> None:
@@ -437,6 +490,7 @@ class EventHandlers:
         old = self.cache.node(node.name)
         self.cache.update_node(node)
         if old is None:
+            self.cache.devices.node_changed(node.name)
             self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.ADD, "NodeAdd"), None, node)
             return
         action = node_update_action(old, node)
@@ -447,6 +501,7 @@ class EventHandlers:
         name = str((obj.get("metadata") or {}).get("name", ""))
         old = self.cache.node(name)
         self.cache.remove_node(name)
+        self.cache.devices.node_changed(name)
         if self.cache.nominations.held.on_node:
             self._held_node_gone(name)   # capacity held there for a unit: it plans again (holding.py)
         self.queue.on_event(ClusterEvent(Resource.NODE, ActionType.DELETE, "NodeDelete"), old, None)

@@ -60,6 +60,7 @@ BASE_PERCENTAGE_OF_NODES_TO_SCORE = 50
 GONE = "gone"                 # deleted, bound elsewhere or going away: nothing to schedule
 INVALID = "invalid"           # the scheduler cannot use the pod (a parse problem, an unknown priority class)
 UNSUPPORTED = "unsupported"   # a field this profile does not evaluate
+DRA = "DynamicResources"
 PRE_FILTER = "prefilter"      # a PreFilter plugin rejected it: the same on every node, in every domain
 FILTER = "filter"             # no node passed Filter (or PreFilter left none in the gang's domain)
 RESERVE = "reserve"           # a Reserve plugin refused the node it had
@@ -295,7 +296,11 @@ class ScheduleOne:
         assert diag is not None and a.state is not None
         nominate = None
         errored = False
-        if post_filter and st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE and fw.post_filter_plugins:
+        # upstream runs PostFilter after any rejection; tandem after DynamicResources' PreFilter too (its
+        # messages, `... no new claims to deallocate, preemption: ...`), not after other PreFilters' (see
+        # tests/integration/test_messages_kube_scheduler.py, REFUSED_AT_PRE_FILTER)
+        after_dra = stage == PRE_FILTER and DRA in diag.unschedulable_plugins
+        if post_filter and (st.code != Code.UNSCHEDULABLE_AND_UNRESOLVABLE or after_dra) and fw.post_filter_plugins:
             result, pst = fw.run_post_filter(a.state, qi.pod, diag)
             if pst.code == Code.ERROR:
                 # upstream logs it and reports the pod Unschedulable, the error after the nodes' reasons

@@ -27,6 +27,7 @@ from bench.simcluster.disruption import DisruptionController
 from bench.simcluster.faults import Faults
 from bench.simcluster.jobs import JobController, PodGroupProtection
 from bench.simcluster.replicasets import ReplicaSetController
+from bench.simcluster.resourceclaims import ResourceClaimController
 from bench.simcluster.resources import NATIVE_GANGS, lookup
 from bench.simcluster.server import APIServer
 from bench.simcluster.store import Store
@@ -93,8 +94,8 @@ class SimCluster:
     """API server + nodes + node agent + controllers. An async context manager.
 
     The controllers (disruption: PodDisruptionBudget status; ReplicaSet; Job; podgroup-protection
-    with ``native_gangs``) run with the node agent: ``agent=None`` leaves a bare API server, as
-    scheduler_perf's, with none of them.
+    with ``native_gangs``; resourceclaim: Dynamic Resource Allocation's claims of pods) run with the node
+    agent: ``agent=None`` leaves a bare API server, as scheduler_perf's, with none of them.
     The volume controllers (the PV controller, the test provisioner and its CSINodes;
     :mod:`bench.simcluster.volumes`) have their own switch: ``volumes=None`` leaves them out.
     """
@@ -123,6 +124,7 @@ class SimCluster:
         self.replicaset_controller: ReplicaSetController | None = None
         self.job_controller: JobController | None = None
         self.podgroup_protection: PodGroupProtection | None = None
+        self.resourceclaim_controller: ResourceClaimController | None = None
         self.pv_controller: PersistentVolumeController | None = None
         self.provisioner: TestProvisioner | None = None
         self._runner: web.AppRunner | None = None
@@ -156,6 +158,8 @@ class SimCluster:
             self.replicaset_controller.start()
             self.job_controller = JobController(self.store, self.native_gangs, tick=self.agent.tick)
             self.job_controller.start()
+            self.resourceclaim_controller = ResourceClaimController(self.store, tick=self.agent.tick)
+            self.resourceclaim_controller.start()
             if self.native_gangs:
                 self.podgroup_protection = PodGroupProtection(self.store, tick=self.agent.tick)
                 self.podgroup_protection.start()
@@ -171,7 +175,8 @@ class SimCluster:
         if self.node_agent is not None:
             await self.node_agent.stop()
             self.node_agent = None
-        for name in ("disruption_controller", "replicaset_controller", "job_controller", "podgroup_protection"):
+        for name in ("disruption_controller", "replicaset_controller", "job_controller", "podgroup_protection",
+                     "resourceclaim_controller"):
             controller = getattr(self, name)
             if controller is not None:
                 await controller.stop()

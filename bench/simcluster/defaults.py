@@ -779,6 +779,7 @@ _ZERO_STATUS: dict[tuple[str, str], tuple[tuple[str, Callable[[], Any]], ...]] =
     ("policy", "PodDisruptionBudget"): (("disruptionsAllowed", int), ("currentHealthy", int),
                                         ("desiredHealthy", int), ("expectedPods", int)),
     ("scheduling.k8s.io", "PodGroup"): (),  # status is always there, at least {}
+    ("resource.k8s.io", "ResourceClaim"): (),
 }
 
 
@@ -845,7 +846,7 @@ def validate_object_meta(obj: dict[str, Any], namespaced: bool,
     if _is_int(generation) and generation < 0:
         errs.append(invalid_value("metadata.generation", generation, "must be greater than or equal to 0"))
     validate_labels(meta.get("labels"), "metadata.labels", errs)
-    _validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
+    validate_annotations(meta.get("annotations"), "metadata.annotations", errs)
     return errs
 
 
@@ -870,7 +871,8 @@ def _validate_label_name(key: Any, path: str, errs: list[FieldError]) -> None:
         errs.append(invalid_value(path, key, msg))
 
 
-def _validate_annotations(annotations: Any, path: str, errs: list[FieldError]) -> None:
+def validate_annotations(annotations: Any, path: str, errs: list[FieldError]) -> None:
+    """ValidateAnnotations: qualified keys (case aside) and at most 256 KiB in all, appended to ``errs``."""
     total = 0
     for key, value in _check_dict(annotations, path, errs).items():
         # QualifiedName, except that case does not matter
@@ -1112,7 +1114,8 @@ def _is_hugepages(name: str) -> bool:
     return name.startswith("hugepages-")
 
 
-def _is_extended(name: str) -> bool:
+def is_extended_resource_name(name: str) -> bool:
+    """IsExtendedResourceName: a domain-prefixed name outside kubernetes.io that can follow ``requests.``."""
     if _is_native(name) or name.startswith("requests."):
         return False
     return not names.is_qualified_name("requests." + name)
@@ -1132,7 +1135,7 @@ def _validate_container_resource_name(name: str, path: str, errs: list[FieldErro
             errs.append(invalid_value(path, name, "must be a standard resource type or fully qualified"))
         if name not in _STANDARD_CONTAINER_RESOURCES and not _is_hugepages(name):
             errs.append(invalid_value(path, name, "must be a standard resource for containers"))
-    elif not _is_native(name) and not _is_extended(name):
+    elif not _is_native(name) and not is_extended_resource_name(name):
         errs.append(invalid_value(path, name, "doesn't follow extended resource name standard"))
 
 
@@ -1145,7 +1148,7 @@ def _validate_quantity(name: str, value: Any, path: str, errs: list[FieldError])
         return None
     if q < 0:
         errs.append(invalid_value(path, quantity_string(value), "must be greater than or equal to 0"))
-    if (name in _INTEGER_RESOURCES or _is_extended(name)) and q.denominator != 1:
+    if (name in _INTEGER_RESOURCES or is_extended_resource_name(name)) and q.denominator != 1:
         errs.append(invalid_value(path, quantity_string(value), "must be an integer"))
     return q
 
@@ -1227,12 +1230,7 @@ def _validate_affinity(affinity: Any, path: str, errs: list[FieldError]) -> None
         req_path = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
         req = node.get("requiredDuringSchedulingIgnoredDuringExecution")
         if req is not None:
-            req = _check_dict(req, req_path, errs)
-            terms = _check_list(req.get("nodeSelectorTerms"), f"{req_path}.nodeSelectorTerms", errs)
-            if not terms:
-                errs.append(required(f"{req_path}.nodeSelectorTerms", "must have at least one node selector term"))
-            for i, term in terms:
-                _validate_node_selector_term(term, f"{req_path}.nodeSelectorTerms[{i}]", False, errs)
+            validate_node_selector(req, req_path, errs)
         pref_path = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
         for i, term in _check_list(node.get("preferredDuringSchedulingIgnoredDuringExecution"), pref_path, errs):
             weight = term.get("weight", 0)
@@ -1256,6 +1254,16 @@ def _validate_affinity(affinity: Any, path: str, errs: list[FieldError]) -> None
                 errs.append(invalid_value(f"{pref_path}[{i}].weight", weight, "must be in the range 1-100"))
             term_path = f"{pref_path}[{i}].podAffinityTerm"
             _validate_pod_affinity_term(_check_dict(term.get("podAffinityTerm"), term_path, errs), term_path, errs)
+
+
+def validate_node_selector(selector: Any, path: str, errs: list[FieldError]) -> None:
+    """ValidateNodeSelector (label values checked): at least one term, and each term's requirements."""
+    selector = _check_dict(selector, path, errs)
+    terms = _check_list(selector.get("nodeSelectorTerms"), f"{path}.nodeSelectorTerms", errs)
+    if not terms:
+        errs.append(required(f"{path}.nodeSelectorTerms", "must have at least one node selector term"))
+    for i, term in terms:
+        _validate_node_selector_term(term, f"{path}.nodeSelectorTerms[{i}]", False, errs)
 
 
 def _validate_node_selector_term(term: dict[str, Any], path: str, allow_invalid_values: bool,

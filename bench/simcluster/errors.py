@@ -43,12 +43,13 @@ class FieldError:
         "FieldValueTooLong": "Too long",
         "FieldValueTooMany": "Too many",
         "FieldValueTypeInvalid": "Invalid value",
+        "FieldValueNotFound": "Not found",
     }
 
     def message(self) -> str:
         words = self._WORDS.get(self.type, self.type)
         if self.type in ("FieldValueInvalid", "FieldValueNotSupported", "FieldValueDuplicate",
-                         "FieldValueTypeInvalid", "FieldValueTooMany"):
+                         "FieldValueTypeInvalid", "FieldValueTooMany", "FieldValueNotFound"):
             words = f"{words}: {_render_value(self.value)}"
         if self.detail:
             return f"{words}: {self.detail}"
@@ -58,7 +59,14 @@ class FieldError:
         return f"{self.field}: {self.message()}"
 
 
+class GoValue(str):
+    """A value already printed as ``field.Error`` prints it: the JSON of an internal Go struct, whose field names
+    are Go's (internal types carry no json tags), as kube-apiserver's "field is immutable" errors show one."""
+
+
 def _render_value(value: Any) -> str:
+    if isinstance(value, GoValue):
+        return str(value)
     if isinstance(value, str):
         return orjson.dumps(value).decode()
     if value is None:
@@ -85,6 +93,21 @@ def forbidden_field(field: str, detail: str) -> FieldError:
 def not_supported(field: str, value: Any, supported: list[str]) -> FieldError:
     quoted = ", ".join(f'"{s}"' for s in supported)
     return FieldError(field, "FieldValueNotSupported", f"supported values: {quoted}", value)
+
+
+def duplicate(field: str, value: Any) -> FieldError:
+    """field.Duplicate: ``Duplicate value: "a"``."""
+    return FieldError(field, "FieldValueDuplicate", "", value)
+
+
+def field_not_found(field: str, value: Any, detail: str = "") -> FieldError:
+    """field.NotFound (with the detail some callers add): ``Not found: "zz": must be one of ...``."""
+    return FieldError(field, "FieldValueNotFound", detail, value)
+
+
+def too_long(field: str, limit: int) -> FieldError:
+    """field.TooLong, as 1.36 words it: ``Too long: may not be more than 63 bytes`` (the value is not shown)."""
+    return FieldError(field, "FieldValueTooLong", f"may not be more than {limit} bytes")
 
 
 def too_many(field: str, actual: int, limit: int) -> FieldError:
@@ -159,8 +182,12 @@ STALE = "the object has been modified; please apply your changes to the latest v
 
 
 def invalid(kind: str, name: str, causes: list[FieldError], group: str = "") -> APIError:
-    """422 Invalid: ``Pod "x" is invalid: spec.foo: Required value``."""
-    texts = [c.text() for c in causes]
+    """422 Invalid: ``Pod "x" is invalid: spec.foo: Required value``.
+
+    The message names each distinct cause once (ErrorList.ToAggregate drops repeats); ``details.causes``
+    keeps them all.
+    """
+    texts = list(dict.fromkeys(c.text() for c in causes))
     joined = texts[0] if len(texts) == 1 else "[" + ", ".join(texts) + "]"
     qualified_kind = f"{kind}.{group}" if group else kind
     details: dict[str, Any] = {

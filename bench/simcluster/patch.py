@@ -655,6 +655,12 @@ _SCHEMAS: Mapping[str, Mapping[str, _Meta]] = MappingProxyType({
     "PodGroup.scheduling.k8s.io": _kind(spec=_struct(resourceClaims=_merge_list("name")),
                       status=_struct(conditions=_merge_list("type"), resourceClaimStatuses=_merge_list("name"))),
     "Workload.scheduling.k8s.io": _kind(),  # podGroupTemplates: atomic
+    # resource.k8s.io/v1: only a claim's status.reservedFor merges (by uid, as kube-scheduler's Unreserve
+    # deletes its pod's entry); every other list of the group is atomic
+    "ResourceClaim": _kind(status=_struct(reservedFor=_merge_list("uid"))),
+    "ResourceClaimTemplate": _kind(),
+    "ResourceSlice": _kind(),
+    "DeviceClass": _kind(),
 })
 
 _UNSUPPORTED_SMP = ("the body of the request was in an unknown format - accepted media types include: "

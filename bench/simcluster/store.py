@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 import orjson
 
-from bench.simcluster import convert, defaults, errors, names, workloads
+from bench.simcluster import convert, defaults, dra, draclaims, errors, names, workloads
 from bench.simcluster import patch as patching
 from bench.simcluster.resources import RESOURCES, ResourceType, lookup
 
@@ -481,6 +481,12 @@ class Store:
         if not isinstance(new, dict):
             raise errors.bad_request(f"the patch produced a {type(new).__name__}, not a {rt.kind} object")
         new = self._decode_body(rt, new)
+        uid = new["metadata"].get("uid") if isinstance(new.get("metadata"), dict) else None
+        if uid and uid != cur.uid:
+            # unlike an update's, a patch's uid is no storage precondition: the patched object fails validation,
+            # in rest.BeforeUpdate's common fields and again in the kind's ValidateObjectMetaUpdate
+            immutable = errors.invalid_value("metadata.uid", uid, "field is immutable")
+            raise _invalid(rt, cur.key[1], [immutable, immutable])
         return self._update(rt, table, cur, old, new, subresource, dry_run)
 
     def _update(self, rt: ResourceType, table: Table, cur: Entry, old: dict[str, Any],
@@ -493,13 +499,14 @@ class Store:
             raise errors.bad_request(f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
         if rt.namespaced and meta.get("namespace") and meta["namespace"] != cur.key[0]:
             raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
+        if meta.get("uid") and meta["uid"] != cur.uid:
+            # the uid of an update body is a storage precondition (rest.DefaultUpdatedObjectInfo), checked
+            # before the update runs, so before its resourceVersion
+            raise errors.conflict(rt.plural, name, _storage_precondition_failed(
+                rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"), rt.group)
         want_rv = meta.get("resourceVersion")
         if want_rv and want_rv != str(cur.rv):
             raise errors.conflict(rt.plural, name, errors.STALE, rt.group)
-        if meta.get("uid") and meta["uid"] != cur.uid:
-            # the uid of an update body is a storage precondition (rest.DefaultUpdatedObjectInfo)
-            raise errors.conflict(rt.plural, name, _storage_precondition_failed(
-                rt, cur.key, f"UID in precondition: {meta['uid']}, UID in object meta: {cur.uid}"), rt.group)
         old_meta = old["metadata"]
         meta_written = subresource != "status"
         if subresource == "status":
@@ -841,6 +848,8 @@ class Store:
         workloads.prepare_create(rt.kind, rt.group, rt.version, obj, self.lookup_priority_class,
                                  self.default_priority_class)
         self._default(rt, obj)
+        if dra.owns(rt.group):
+            dra.prepare_create(rt.kind, obj, self.now())
         defaults.fill_zero_status(rt.group, rt.kind, obj)  # PrepareForCreate: the zero status
 
     @staticmethod
@@ -848,6 +857,8 @@ class Store:
         default = defaults.SCHEME_DEFAULTS.get((rt.group, rt.kind))
         if default is not None:
             default(obj)
+        elif dra.owns(rt.group):
+            dra.default(rt.kind, obj)
 
     def _validate_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         """rest.BeforeCreate's two checks: the kind's strategy, metadata with the kind's name rule first;
@@ -864,14 +875,20 @@ class Store:
     def _validate_kind_create(self, rt: ResourceType, obj: dict[str, Any]) -> list[errors.FieldError]:
         owned = workloads.validate_create(rt.kind, rt.group, rt.version, obj, self._workload)
         if rt.group == "" and rt.kind == "Pod":
-            return defaults.validate_pod_create(obj) + owned
+            return defaults.validate_pod_create(obj) + draclaims.validate_pod_resource_claims(obj) + owned
         if owned or rt.group in ("batch", "scheduling.k8s.io"):
             return owned
         if rt.group == "" and rt.kind == "Node":
             return defaults.validate_node_create(obj)
         if rt.group == "" and rt.kind == "Event":
             return convert.validate_core_v1_event(obj)
+        if dra.owns(rt.group):
+            return dra.validate_create(rt.kind, obj, self._namespace_labels)
         return []
+
+    def _namespace_labels(self, ns: str) -> dict[str, str]:
+        namespace = self.get_obj(lookup("", "v1", "namespaces"), "", ns) or {}
+        return (namespace.get("metadata") or {}).get("labels") or {}
 
     @staticmethod
     def _canonicalize(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -898,13 +915,15 @@ class Store:
                     qos = (old.get("status") or {}).get("qosClass")
                     if qos:
                         status["qosClass"] = qos
-                return defaults.validate_pod_status_update(old, new)
+                return defaults.validate_pod_status_update(old, new) + draclaims.validate_pod_claim_statuses(new)
             defaults.admit_pod_update(old, new)
             return defaults.validate_pod_update(old, new)
         if rt.group == "" and rt.kind == "PersistentVolume" and subresource == "status":
             defaults.stamp_volume_phase_transition(old, new, self.now())
         if rt.from_view is not None and rt.kind == "Event":
             return _validate_events_v1_update(old, new)
+        if dra.owns(rt.group):
+            return dra.validate_update(rt.kind, old, new, subresource, self.now())
         return []
 
     # ------------------------------------------------------------------ watch

@@ -949,6 +949,63 @@ def _pod_group_cells(pg: dict[str, Any], now: float) -> list[Any]:
     return [_name(pg), kind, workload, status, _age(pg, now)]
 
 
+# resource.k8s.io/v1, as kube-apiserver 1.36.2 prints it (read off the real server)
+NAME_AGE_COLUMNS = (NAME, AGE)
+
+
+def _name_age_cells(obj: dict[str, Any], now: float) -> list[Any]:
+    return [_name(obj), _age(obj, now)]
+
+
+RESOURCE_CLAIM_COLUMNS = (NAME, Column("State", description="A summary of the current state (allocated, pending, "
+                                                               "reserved, etc.)."), AGE)
+
+
+def resource_claim_state(claim: dict[str, Any]) -> str:
+    """``deleted`` when being deleted, then ``allocated`` (and ``reserved`` when reserved) or ``pending`` when
+    not deleted."""
+    states = ["deleted"] if _deleting(claim) else []
+    if _get(claim, "status", "allocation") is None:
+        if not states:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if _get(claim, "status", "reservedFor"):
+            states.append("reserved")
+    return ",".join(states)
+
+
+def _resource_claim_cells(claim: dict[str, Any], now: float) -> list[Any]:
+    return [_name(claim), resource_claim_state(claim), _age(claim, now)]
+
+
+RESOURCE_SLICE_COLUMNS = (
+    NAME,
+    Column("Node", description="NodeName identifies the node which provides the resources in this pool. A field "
+                               "selector can be used to list only ResourceSlice objects belonging to a certain "
+                               "node.\n\nThis field can be used to limit access from nodes to ResourceSlices with "
+                               "the same node name. It also indicates to autoscalers that adding new nodes of the "
+                               "same type as some old node might also make new resources available.\n\nExactly one "
+                               "of NodeName, NodeSelector, AllNodes, and PerDeviceNodeSelection must be set. This "
+                               "field is immutable."),
+    Column("Driver", description="Driver identifies the DRA driver providing the capacity information. A field "
+                                 "selector can be used to list only ResourceSlice objects with a certain driver "
+                                 "name.\n\nMust be a DNS subdomain and should end with a DNS domain owned by the "
+                                 "vendor of the driver. It should use only lower case characters. This field is "
+                                 "immutable."),
+    Column("Pool", description="Name is used to identify the pool. For node-local devices, this is often the node "
+                               "name, but this is not required.\n\nIt must not be longer than 253 characters and "
+                               "must consist of one or more DNS sub-domains separated by slashes. This field is "
+                               "immutable."),
+    AGE,
+)
+
+
+def _resource_slice_cells(rs: dict[str, Any], now: float) -> list[Any]:
+    return [_name(rs), _str(_get(rs, "spec", "nodeName")), _str(_get(rs, "spec", "driver")),
+            _str(_get(rs, "spec", "pool", "name")), _age(rs, now)]
+
+
 DEFAULT_PRINTER = Printer(DEFAULT_COLUMNS, _default_cells)
 
 # keyed by the storage resource, so a view (events.k8s.io/v1 events) prints like its storage
@@ -971,6 +1028,10 @@ BUILTIN: dict[tuple[str, str], Printer] = {
     ("apps", "replicasets"): Printer(REPLICA_SET_COLUMNS, _replica_set_cells),
     ("apps", "statefulsets"): Printer(STATEFUL_SET_COLUMNS, _stateful_set_cells),
     ("scheduling.k8s.io", "podgroups"): Printer(POD_GROUP_COLUMNS, _pod_group_cells),
+    ("resource.k8s.io", "deviceclasses"): Printer(NAME_AGE_COLUMNS, _name_age_cells),
+    ("resource.k8s.io", "resourceclaims"): Printer(RESOURCE_CLAIM_COLUMNS, _resource_claim_cells),
+    ("resource.k8s.io", "resourceclaimtemplates"): Printer(NAME_AGE_COLUMNS, _name_age_cells),
+    ("resource.k8s.io", "resourceslices"): Printer(RESOURCE_SLICE_COLUMNS, _resource_slice_cells),
 }
 
 

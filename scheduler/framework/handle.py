@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from scheduler.model import Pod, PodDisruptionBudget
     from scheduler.state.attach import Attachments
     from scheduler.state.cache import Cache, PodState
+    from scheduler.state.devices import Devices
     from scheduler.state.disks import DiskIndex
     from scheduler.state.gangs import GangIndex
     from scheduler.state.moves import Moves
@@ -205,6 +206,12 @@ class Handle:
     def volumes(self) -> "Volumes":
         """PersistentVolumeClaims, PersistentVolumes and StorageClasses, from their informers (read-only here)."""
         return self._cache.volumes
+
+    @property
+    def devices(self) -> "Devices":
+        """DRA's DeviceClasses, ResourceSlices and ResourceClaims, the devices in use, and the allocator (the
+        plugin marks allocations in flight and assumes what it wrote through it)."""
+        return self._cache.devices
 
     @property
     def attachments(self) -> "Attachments":

@@ -33,6 +33,7 @@ from scheduler.state.gangs import GangIndex
 from scheduler.state.moves import Moves
 from scheduler.state.nominations import Nominations
 from scheduler.state.runs import RunIndex
+from scheduler.state.devices import Devices
 from scheduler.state.volumes import Volumes
 
 log = logging.getLogger("tandem.cache")
@@ -55,6 +56,7 @@ class Cache:
         self.gangs = GangIndex()                          # PodGroups, their pods, their members on nodes
         # PVCs, PVs, StorageClasses, CSI drivers and capacities; the volume assume cache and PV index (VolumeBinding)
         self.volumes = Volumes(self.nodes)
+        self.devices = Devices(self.nodes)                # DRA: classes, slices, claims, devices in use
         # per-node counts of placed pods by selection, and placed pods' affinity terms (podcounts.py)
         self.counts = PodCounts(self.nodes)
         self.pod_table = PodTable(self.nodes)             # placed pods as columns (preemption's dry runs)

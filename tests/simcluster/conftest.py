@@ -4,7 +4,7 @@
 (when ``KUBEBUILDER_ASSETS`` holds kube-apiserver and etcd; otherwise that
 run is skipped and says why). Both serve upstream's alpha native gang API
 (scheduling.k8s.io/v1alpha2); the real one runs the controllers the stand-in
-plays (Job, podgroup-protection, ReplicaSet, disruption: :data:`NATIVE_CONTROLLERS`)
+plays (Job, podgroup-protection, ReplicaSet, disruption, resourceclaim: :data:`NATIVE_CONTROLLERS`)
 when the assets have kube-controller-manager (tests needing them call
 ``target.needs_controllers(...)``). Tests talk HTTP through ``target.req`` or
 kubernetes-asyncio through ``target.api_client()``, in a fresh namespace
@@ -43,7 +43,7 @@ _ns_counter = itertools.count()
 # what kube-controller-manager runs for the whole session on the real server: the stand-in's controllers
 # (the volume ones run for test_volumes.py alone)
 NATIVE_CONTROLLERS = ("job-controller", "podgroup-protection-controller", "replicaset-controller",
-                      "disruption-controller")
+                      "disruption-controller", "resourceclaim-controller")
 
 
 @dataclass

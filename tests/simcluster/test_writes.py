@@ -200,6 +200,29 @@ async def test_update_with_a_different_uid_is_409_conflict(target):
             f"UID in object meta: {uid}") in body["message"], body
 
 
+async def test_an_updates_uid_precondition_is_checked_before_its_resource_version(target):
+    pod = await create(target, pods(target), pod_body("p"))
+    stale = {**pod, "metadata": {**pod["metadata"], "uid": "00000000-0000-0000-0000-000000000000"}}
+    r = await target.req("PATCH", f"{pods(target)}/p", {"metadata": {"labels": {"a": "b"}}}, content_type=MERGE)
+    assert r.status == 200, r.body
+    r = await target.req("PUT", f"{pods(target)}/p", stale)
+    body = assert_status(r, 409, "Conflict")
+    assert "Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000" in body["message"], body
+
+
+@pytest.mark.parametrize("subresource", ["", "/status"], ids=["the pod", "its status"])
+async def test_patch_with_a_different_uid_is_422_invalid_not_a_precondition(target, subresource):
+    await create(target, pods(target), pod_body("p"))
+    wrong = "00000000-0000-0000-0000-000000000000"
+    r = await target.req("PATCH", f"{pods(target)}/p{subresource}", {"metadata": {"uid": wrong}},
+                         content_type=STRATEGIC)
+    body = assert_status(r, 422, "Invalid")
+    # a patch has no uid precondition: the patched object fails validation twice, the message says it once
+    cause = f'Invalid value: "{wrong}": field is immutable'
+    assert body["message"] == f'Pod "p" is invalid: metadata.uid: {cause}', body
+    assert body["details"]["causes"] == [{"reason": "FieldValueInvalid", "message": cause, "field": "metadata.uid"}] * 2
+
+
 @pytest.mark.parametrize("kind,change_spec", [
     pytest.param(POD, lambda o: o["spec"]["containers"][0].update(image="registry.k8s.io/pause:3.9"),
                  id="a pod's image change bumps generation"),

@@ -252,7 +252,7 @@ PLUGIN_CASES = [
         id="weight zero means unset and becomes one as upstream"),
     pytest.param(
         {"plugins": {"preEnqueue": {"disabled": [{"name": "SchedulingGates"}]}}},
-        {"preEnqueue": ["DefaultPreemption", "GangScheduling"], "queueSort": ["PrioritySort"]},
+        {"preEnqueue": ["DynamicResources", "DefaultPreemption", "GangScheduling"], "queueSort": ["PrioritySort"]},
         None,
         id="disabling a default plugin at its only point removes it"),
     pytest.param(

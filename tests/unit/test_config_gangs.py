@@ -35,7 +35,7 @@ UPSTREAM_GANG_PLUGINS = {"multiPoint": {"enabled": [{"name": "GangScheduling", "
 def test_the_default_profile_schedules_gangs_with_gang_scheduling_and_keeps_priority_sort() -> None:
     p = load_config(None).profiles[0]
     assert p.plugins["permit"] == ["GangScheduling"]
-    assert p.plugins["preEnqueue"] == ["SchedulingGates", "DefaultPreemption", "GangScheduling"]
+    assert p.plugins["preEnqueue"] == ["SchedulingGates", "DynamicResources", "DefaultPreemption", "GangScheduling"]
     assert p.plugins["postFilter"][-2:] == ["DefaultPreemption", "GangScheduling"], "preemption is asked first"
     assert p.plugins["queueSort"] == ["PrioritySort"]
 

@@ -77,7 +77,10 @@ def preempt_for_gang(evaluator: Evaluator, pod: Pod, key: str, sync: bool, state
         if ev is not None and planned < need:
             ev.withdraw(members)
         why = ""
-        if planned < need and state is not None and diagnosis is not None:
+        # a member no node can be helped for (every rejection unresolvable: a device claim, say, which the dry
+        # runs do not model) says so as a pod would, even if the plan placed it without evicting
+        hopeless = diagnosis is not None and not len(evaluator.potential_rows(diagnosis))
+        if (planned < need or hopeless) and state is not None and diagnosis is not None:
             evaluator.errors = []
             saved = evaluator.rng.getstate()
             cands, fit_error = evaluator.find_candidates(state, pod, diagnosis)

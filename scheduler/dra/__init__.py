@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation: the device allocator (structured parameters) and the CEL environment."""
