@@ -1,4 +1,5 @@
-"""bench/dra.py: the driver's slices as upstream builds them, the small allocator, and the claim check."""
+"""bench/dra.py: the driver's slices as upstream builds them, the small allocator, and the claim check; the ops
+on the simulated cluster (which serves resource.k8s.io/v1; in this process, without its controllers)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from typing import Any
 
 import pytest
 
+from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.dra import (NUMA_ATTRIBUTE, Constraint, Request, Unsupported, allocate_on, allocation, allocated_devices,
                        claim_problems, claim_requests, class_driver, devices_of, resource_slice)
+from bench.record import Recorder
+from bench.runner import RunError, run_workload
+from bench.workload import find_workload
 
 DRIVER = "test-driver.cdi.k8s.io"
 
@@ -218,3 +223,86 @@ def test_the_check_passes_bound_pods_whose_claims_hold_their_nodes_devices_and_s
     assert claim_problems(pods, claims, device_nodes("a", "b")) == (2, 2, [])
     assert allocated_devices(claims) == {(DRIVER, "a", "instance-0"): "test/p-resource-x",
                                          (DRIVER, "b", "instance-1"): "test/r-claim"}
+
+
+# ---------------------------------------------------------------------------- the ops, on the simulated cluster
+
+
+DRIVER_OPS = """\
+- opcode: createNodes
+  count: 2
+- opcode: createNodes
+  count: 3
+  nodeTemplate: {apiVersion: v1, kind: Node, metadata: {generateName: scheduler-perf-dra-},
+                 status: {capacity: {cpu: "4", pods: "110"}}}
+- opcode: createResourceDriver
+  driverName: test-driver.cdi.k8s.io
+  nodes: scheduler-perf-dra-*
+  maxClaimsPerNode: 4
+- opcode: createAny
+  template: {apiVersion: resource.k8s.io/v1, kind: DeviceClass, metadata: {name: test-class},
+             spec: {selectors: [{cel: {expression: 'device.driver == "test-driver.cdi.k8s.io"'}}]}}
+- opcode: createAny
+  namespace: init
+  countParam: $claims
+  template: {apiVersion: resource.k8s.io/v1, kind: ResourceClaim, metadata: {name: "test-claim-{{.Index}}"},
+             spec: {devices: {requests: [{name: req-0, exactly: {deviceClassName: test-class}}]}}}
+- opcode: allocResourceClaims
+  namespace: init
+"""
+
+
+def dra_workload(tmp_path, ops: str, claims: int):
+    body = "".join(f"  {line}\n" for line in ops.splitlines())
+    path = tmp_path / "dra.yaml"
+    path.write_text(f"- name: D\n  workloadTemplate:\n{body}  workloads:\n  - name: W\n    params: {{claims: {claims}}}\n")
+    return find_workload(path, "D/W")
+
+
+async def test_the_driver_publishes_a_slice_per_dra_node_of_the_run_and_claims_get_distinct_devices_without_pods(
+        sim, tmp_path):
+    _, target = sim
+    await run_workload(dra_workload(tmp_path, DRIVER_OPS, 10), target, "nobody", Recorder())
+    c = target.client
+    nodes = [n["metadata"]["name"] for n in (await c.list("/api/v1/nodes"))["items"]]
+    slices = (await c.list("/apis/resource.k8s.io/v1/resourceslices"))["items"]
+    dra = sorted(n for n in nodes if n.startswith("scheduler-perf-dra-"))
+    assert len(nodes) == 5 and len(dra) == 3
+    assert sorted(s["metadata"]["name"] for s in slices) == sorted(s["spec"]["nodeName"] for s in slices) == dra
+    assert all(len(s["spec"]["devices"]) == 4 for s in slices)
+    claims = (await c.list("/apis/resource.k8s.io/v1/namespaces/init/resourceclaims"))["items"]
+    assert sorted(x["metadata"]["name"] for x in claims) == sorted(f"test-claim-{i}" for i in range(10))
+    held = allocated_devices(claims)
+    assert len(held) == 10                                 # ten devices, none twice
+    device_nodes = {d.id: node for node, ds in devices_of(slices).items() for d in ds}
+    for x in claims:
+        (result,) = x["status"]["allocation"]["devices"]["results"]
+        (term,) = x["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"]
+        assert term["matchFields"][0]["values"] == [device_nodes[(result["driver"], result["pool"], result["device"])]]
+        assert not x["status"].get("reservedFor")           # in use by no pod, as upstream's op leaves them
+
+
+async def test_claims_beyond_the_devices_fail_the_op_as_upstreams_could_not_allocate(sim, tmp_path):
+    _, target = sim
+    with pytest.raises(RunError, match=r"op 5 \(allocResourceClaims\): could not allocate claim 12 of 13 "
+                                       r"\(init/test-claim-\d+\): no node has the devices left"):
+        await run_workload(dra_workload(tmp_path, DRIVER_OPS, 13), target, "nobody", Recorder())
+
+
+async def test_the_check_fails_a_run_whose_scheduler_bound_pods_without_allocating_their_claims(sim, tmp_path):
+    _, target = sim
+    ops = DRIVER_OPS.replace("- opcode: allocResourceClaims\n  namespace: init\n", "") + """\
+- opcode: createPods
+  namespace: init
+  count: 2
+  podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-},
+                spec: {containers: [{name: c, image: pause, resources: {claims: [{name: r}]}}],
+                       resourceClaims: [{name: r, resourceClaimName: test-claim-0}]}}
+- opcode: checkResourceClaims
+  timeout: 0s
+"""
+    with pytest.raises(RunError, match=r"op 6 \(checkResourceClaims\): 2 problems with the claims of 2 bound pods "
+                                       r"\(2 claims\), e\.g\.: pod init/p-\S+ on \S+: ResourceClaim test-claim-0 is "
+                                       r"not allocated"):
+        async with BaselineBinder(target.client):     # binds round robin, allocates nothing
+            await run_workload(dra_workload(tmp_path, ops, 1), target, BASELINE_SCHEDULER_NAME, Recorder())
