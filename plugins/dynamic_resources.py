@@ -514,7 +514,7 @@ def _claim_error(s: _State, exc: Exception) -> str:
             for r in c.requests:
                 shapes = [r.exactly] if r.exactly is not None else [sub for _, sub in r.first_available]
                 if any(e.key == key for e in shapes):
-                    return f"claim {c.key}: selector #{exc.index}: CEL runtime error: {exc.text}"  # type: ignore[attr-defined]
+                    return f"claim {c.key}: selector #{exc.index}: {exc.kind}: {exc.text}"  # type: ignore[attr-defined]
     return str(exc)
 
 

@@ -51,8 +51,9 @@ BLOCKING = ("NoSchedule", "NoExecute")
 class MatchError(Exception):
     """A CEL selector failed on a device: ``where`` is ``class <name>`` or ``request``, ``index`` the selector."""
 
-    def __init__(self, where: str, index: int, text: str, key: tuple[Any, ...] = ()) -> None:
-        super().__init__(f"{where}: selector #{index}: CEL runtime error: {text}")
+    def __init__(self, where: str, index: int, text: str, key: tuple[Any, ...] = (), compile_error: bool = False) -> None:
+        self.kind = "CEL compile error" if compile_error else "CEL runtime error"
+        super().__init__(f"{where}: selector #{index}: {self.kind}: {text}")
         self.where, self.index, self.text, self.key = where, index, text, key
 
 
@@ -415,8 +416,9 @@ class Devices(Allocation):
             for i, expr in enumerate(exprs):
                 try:
                     ok = self._compile(expr).matches(view)
-                except Exception as exc:  # noqa: BLE001 - the CEL library's runtime error, reported as upstream's
-                    raise MatchError(where, i, str(exc), req.key) from exc
+                except Exception as exc:  # noqa: BLE001 - the CEL library's error, reported as upstream's
+                    text = getattr(exc, "message", None) or str(exc)
+                    raise MatchError(where, i, text, req.key, bool(getattr(exc, "compile_error", False))) from exc
                 if not ok:
                     return False
         return True

@@ -60,7 +60,7 @@ def test_default_file_scores_with_upstream_default_weights() -> None:
     cfg = _load("default.yaml")
     assert cfg.profiles[0].weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
                                        "PodTopologySpread": 2, "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1,
-                                       "ImageLocality": 1}
+                                       "ImageLocality": 1, "DynamicResources": 2}
     assert _strategy(cfg, "tandem-scheduler") == "LeastAllocated"
 
 

@@ -429,3 +429,38 @@ def test_admin_access_takes_devices_in_use_and_takes_them_from_no_one() -> None:
     results = env.client.claims["ns/admin"]["status"]["allocation"]["devices"]["results"]
     assert [(r["device"], r.get("adminAccess")) for r in results] == [("gpu-0", True), ("gpu-1", True)]
     assert env.cache.devices.in_use == {(DRIVER, "n1", "gpu-0"): 1, (DRIVER, "n1", "gpu-1"): 1}
+
+
+@pytest.mark.parametrize("where, expression, want", [
+    pytest.param("claim", 'device.attributes["gpu.example.com"].missing == "x"',
+                 "claim ns/x: selector #0: CEL runtime error: no such key: missing",
+                 id="a claim's selector failing on a device names the claim, as kube-scheduler 1.36"),
+    pytest.param("class", 'device.attributes["gpu.example.com"].missing == "x"',
+                 "class gpu: selector #0: CEL runtime error: no such key: missing",
+                 id="a class's selector failing names the class"),
+    pytest.param("claim", "device.driver ==", "claim ns/x: selector #0: CEL compile error: ",
+                 id="a selector that does not compile (the API server checks them: a stand-in may not)"),
+])
+def test_a_failing_selector_is_an_error_naming_its_owner(where: str, expression: str, want: str) -> None:
+    sel = [{"cel": {"expression": expression}}]
+    c = claim_obj("x")
+    if where == "claim":
+        c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = sel
+    env = Env(c)
+    if where == "class":
+        env.cache.devices.set_class(parse_device_class({"metadata": {"name": "gpu"}, "spec": {"selectors": sel}}))
+    state = CycleState()
+    p = pod(named("x"))
+    _, st = env.plugin.pre_filter(state, p, env.cache.nodes)
+    assert st.is_success()
+    res = env.plugin.filter(state, p, env.cache.nodes, env.cache.nodes.rows())
+    assert res.error is not None and res.error.code == Code.ERROR
+    assert res.error.message().startswith(want), res.error.message()
+
+
+def test_selectors_choose_devices_by_attribute() -> None:
+    c = claim_obj("x")
+    c["spec"]["devices"]["requests"][0]["exactly"]["selectors"] = [
+        {"cel": {"expression": 'device.attributes["gpu.example.com"].numa == 1'}}]
+    env = Env(c, slices=(slice_obj("n1", 2, numa=(0, 0)), slice_obj("n2", 2, numa=(0, 1))))
+    assert env.run(pod(named("x")))[2] == {"n1": CANNOT_ALLOCATE, "n2": None, "n3": CANNOT_ALLOCATE}
