@@ -2,7 +2,8 @@
 
 The file's test cases carry upstream's names, ops and sizes (nodes with the driver's slices and nodes
 without, devices counted against the pods), and its templates are upstream's. Their Smoke scale then runs
-as ``tandem-bench run --start-kube-scheduler`` runs it: kube-scheduler (the binary in
+with tandem on the simulated cluster (which serves resource.k8s.io/v1 and runs the resourceclaim controller
+with its node agent), and as ``tandem-bench run --start-kube-scheduler`` runs it: kube-scheduler (the binary in
 ``KUBEBUILDER_ASSETS``, as ``../shared/realk8s/up.sh --assets`` prints) on a real kube-apiserver whose
 kube-controller-manager runs the resourceclaim controller; every measured pod must end bound with its
 claim allocated on its node, and the slices and the claims allocated without pods must be what upstream's
@@ -21,7 +22,7 @@ import pytest
 from bench.dra import claim_problems, devices_of
 from bench.record import Recorder
 from bench.runner import run_workload
-from bench.target import KUBE_SCHEDULER_NAME, open_target, start_kube_scheduler
+from bench.target import KUBE_SCHEDULER_NAME, open_target, start_kube_scheduler, start_scheduler
 from bench.workload import (AllocResourceClaims, CheckResourceClaims, CreateAny, CreateNodes, CreatePods,
                             CreateResourceDriver, find_workload, load_workloads,
                             uses_controllers)
@@ -122,6 +123,30 @@ def test_the_templates_are_upstreams():
     assert two["spec"]["spec"]["devices"] == {
         "requests": [{"name": "req-0", "exactly": {"deviceClassName": "test-class", "count": 2}}],
         "constraints": [{"requests": ["req-0"], "matchAttribute": "dra.example.com/numa"}]}
+
+
+# ---------------------------------------------------------------------------- end to end, with tandem
+
+
+SMOKES = ["SchedulingWithResourceClaimTemplate/Smoke", "SteadyStateClusterResourceClaimTemplate/Smoke",
+          "SchedulingWithResourceClaimTemplateMatchAttribute/Smoke"]
+
+
+@pytest.mark.parametrize("name", SMOKES)
+async def test_the_smoke_runs_bind_every_pod_with_its_devices_with_tandem_on_the_simulated_cluster(name, tmp_path):
+    w = find_workload(WORKLOADS, name)
+    recorder = Recorder()
+    # as tandem-bench starts it: the simulated cluster with its controllers (the resourceclaim controller)
+    async with open_target(None, tmp_path, agent=uses_controllers(w)) as target:
+        async with start_scheduler(None, target.kubeconfig, tmp_path):
+            await run_workload(w, target, "tandem-scheduler", recorder, timeout=60)   # ends with checkResourceClaims
+        claims = await items(target.client, f"{API}/resourceclaims")
+    measured = recorder.measured()
+    (last,) = [op for op in ops_of(w, CreatePods) if op.collect_metrics]
+    in_flight = last.count if last.steady_state else 0   # a steady state may end with its last batch waiting
+    assert measured and sum(p.bound is None for p in measured) <= in_flight, name
+    assert sum(bool((c.get("status") or {}).get("allocation")) for c in claims) >= sum(
+        p.gone is None and p.bound is not None for p in measured)
 
 
 # ---------------------------------------------------------------------------- end to end, with kube-scheduler
