@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import os
 import shlex
 import shutil
 import statistics
@@ -61,7 +62,8 @@ class SchedulerSpec:
     """One scheduler under test.
 
     ``kind``: ``tandem`` (started by us with ``config``; None is the default
-    profile), ``baseline`` (the in-process BaselineBinder) or ``external``
+    profile), ``baseline`` (the in-process BaselineBinder), ``kube-scheduler``
+    (started by us from ``command``, its default profile) or ``external``
     (already served on the target). ``name`` is the schedulerName pods get;
     ``label`` is how results are reported.
     """
@@ -70,6 +72,7 @@ class SchedulerSpec:
     name: str
     label: str
     config: Path | None = None
+    command: tuple[str, ...] = ()       # kube-scheduler: its binary and flags
 
     @property
     def config_text(self) -> str | None:
@@ -105,6 +108,24 @@ def baseline_spec(scheduler_name: str | None = None) -> SchedulerSpec:
 
     name = scheduler_name or BASELINE_SCHEDULER_NAME
     return SchedulerSpec("baseline", name, name)
+
+
+def kube_scheduler_spec(command: str) -> SchedulerSpec:
+    """``--start-kube-scheduler 'BINARY [FLAG...]'``: kube-scheduler's default profile, started by tandem-bench."""
+    from bench.target import KUBE_SCHEDULER_NAME
+
+    words = shlex.split(command)
+    if not words:
+        raise UsageError("--start-kube-scheduler needs the kube-scheduler binary")
+    binary = Path(words[0]).expanduser()
+    if not binary.is_file() or not os.access(binary, os.X_OK):
+        raise UsageError(f"--start-kube-scheduler {words[0]}: no such executable (../shared/realk8s/up.sh --assets "
+                         "prints a folder that holds one)")
+    for word in words[1:]:
+        if word.split("=")[0] in ("--config", "--secure-port"):
+            raise UsageError(f"--start-kube-scheduler: {word.split('=')[0]} is tandem-bench's to set")
+    return SchedulerSpec("kube-scheduler", KUBE_SCHEDULER_NAME, "kube-scheduler",
+                         command=(str(binary), *words[1:]))
 
 
 def parse_spec(text: str) -> SchedulerSpec:
@@ -154,6 +175,17 @@ class Served:
     pid: int | None = None
     log_path: Path | None = None
     proc: Any = None
+    died: bool = False      # the process had exited before tandem-bench stopped it
+
+
+@asynccontextmanager
+async def _noting_death(served: Served) -> AsyncIterator[Served]:
+    """Yield ``served``; on the way out, before the process is stopped, note whether it had died by itself (a
+    stopped kube-scheduler exits with code 1, which must not read as the cause of a failure)."""
+    try:
+        yield served
+    finally:
+        served.died = served.proc is not None and served.proc.poll() is not None
 
 
 @asynccontextmanager
@@ -164,7 +196,15 @@ async def serve(spec: SchedulerSpec, target: Any, workdir: Path, probe: bool = F
         from bench.target import start_scheduler
 
         async with start_scheduler(spec.config, Path(target.kubeconfig), workdir, probe=probe) as sp:
-            yield Served(spec.name, sp.metrics_url, sp.pid, Path(sp.log_path) if sp.log_path else None, sp.proc)
+            async with _noting_death(Served(spec.name, sp.metrics_url, sp.pid,
+                                            Path(sp.log_path) if sp.log_path else None, sp.proc)) as served:
+                yield served
+    elif spec.kind == "kube-scheduler":
+        from bench.target import start_kube_scheduler
+
+        async with start_kube_scheduler(spec.command, Path(target.kubeconfig), workdir) as sp:
+            async with _noting_death(Served(spec.name, None, sp.pid, sp.log_path, sp.proc)) as served:
+                yield served
     elif spec.kind == "baseline":
         from bench.baseline import BaselineBinder
         from scheduler.apiclient import from_kubeconfig
@@ -244,7 +284,7 @@ def _describe_failure(exc: BaseException, served: Served | None) -> tuple[str, s
     elif not isinstance(exc, (RunError, TargetError, SchedulerExited)):  # these already say what and where
         what = f"{type(exc).__name__}: {what}"
     proc = served.proc if served is not None else None
-    if proc is not None and proc.poll() is not None:
+    if proc is not None and served is not None and served.died:
         if "exited with code" not in what:
             what += f"; the scheduler exited with code {proc.returncode}"
         tail = _log_tail(served.log_path)
@@ -389,7 +429,10 @@ def _workload_meta(workload: Any) -> dict[str, Any]:
 
 
 def _spec_meta(spec: SchedulerSpec) -> dict[str, Any]:
-    return {"label": spec.label, "name": spec.name, "kind": spec.kind, "config": spec.config_text}
+    meta = {"label": spec.label, "name": spec.name, "kind": spec.kind, "config": spec.config_text}
+    if spec.command:
+        meta["command"] = list(spec.command)
+    return meta
 
 
 def _metadata(argv: Sequence[str], workload: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -420,6 +463,13 @@ async def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     check_kubeconfig(args)
     if args.baseline:
         spec = baseline_spec(args.scheduler_name)
+    elif args.start_kube_scheduler:
+        if not args.kubeconfig:
+            raise UsageError("--start-kube-scheduler needs --kubeconfig: kube-scheduler runs against a real "
+                             "kube-apiserver (../shared/realk8s/up.sh starts one)")
+        if args.scheduler_name:
+            raise UsageError("--start-kube-scheduler schedules default-scheduler pods: leave out --scheduler-name")
+        spec = kube_scheduler_spec(args.start_kube_scheduler)
     elif args.start_scheduler:
         spec = tandem_spec(args.start_scheduler, args.scheduler_name)
     else:
@@ -552,6 +602,8 @@ def parser() -> argparse.ArgumentParser:
                "  tandem-bench run SchedulingBasic/500Nodes --start-scheduler default --measure-ceiling\n"
                "  tandem-bench run SchedulingBasic/Smoke --baseline\n"
                "  tandem-bench run GangBasic/500Nodes --kubeconfig ~/.kube/config --scheduler-name tandem-scheduler\n"
+               "  tandem-bench run SchedulingWithResourceClaimTemplate/500Nodes --kubeconfig K "
+               "--start-kube-scheduler /path/to/kube-scheduler\n"
                "  tandem-bench compare default config/binpack.yaml MixedSchedulingBasePod/500Nodes --runs 5\n"
                "\nexit codes: 0 done, 1 a run failed, 2 usage, workload or scheduler-config error")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -562,6 +614,10 @@ def parser() -> argparse.ArgumentParser:
     who = r.add_mutually_exclusive_group()
     who.add_argument("--start-scheduler", metavar="CONFIG|default",
                      help="start tandem with this KubeSchedulerConfiguration (or its default profile)")
+    who.add_argument("--start-kube-scheduler", metavar="'BINARY [FLAG...]'",
+                     help="start kube-scheduler (its default profile, default-scheduler; --secure-port=0) against "
+                          "--kubeconfig, so that its CPU and memory are sampled; flags after the binary go to it "
+                          "(e.g. --feature-gates=...)")
     who.add_argument("--baseline", action="store_true",
                      help="schedule with the built-in no-logic baseline binder (scheduler name baseline-binder)")
     r.add_argument("--scheduler-name", metavar="NAME",

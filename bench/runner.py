@@ -40,10 +40,18 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
   read (bench/consolidation.py). createAny waits for each object's
   ``spec.replicas`` pods to be bound, as createPods waits for its pods.
 
+* A createPods op with ``steadyState`` keeps ``count`` pods in flight for its
+  duration, as upstream's: once the watch has seen every pod of a batch
+  bound, the batch is deleted and the next one created.
+* The DRA ops (createResourceDriver, allocResourceClaims,
+  checkResourceClaims) are bench/dra.py's; createResourceDriver reads the
+  names of the nodes this run created.
+
 Names are explicit (``<generateName><run id>-<n>``) so that the created time
 can be keyed before the server answers, and so that runs never collide on a
 real cluster. The exception is a createAny of one object whose template has
-a ``metadata.name``: it keeps that name, so that pods can refer to it (a
+a ``metadata.name``, or of objects whose name has ``{{.Index}}`` (upstream's
+``test-claim-{{.Index}}``): it keeps that name, so that pods can refer to it (a
 PriorityClass), and one left by an earlier run is reused only if it holds
 what the template says. Deletes use gracePeriodSeconds 0: with no kubelet
 (the simulated cluster runs without its agent) a graceful delete of a bound
@@ -77,11 +85,13 @@ import orjson
 
 from bench.record import Recorder
 from bench.target import Target
+from bench.dra import alloc_resource_claims, check_resource_claims, create_resource_driver
 from bench.pipelines import create_pipeline_runs
 from bench.workload import (NATIVE_POD_GROUP_API_VERSION, POD_GROUP_API_VERSION, POD_GROUP_LABEL, RACK_LABEL,
-                            ZONE_LABEL, Barrier, Churn, CreateAny, CreateNamespaces, CreateNodes, CreatePipelineRuns,
-                            CreatePodGroups, CreatePods,
-                            DeletePods, Op, Sleep, StartCollectingMetrics, StopCollectingMetrics, Workload)
+                            ZONE_LABEL, AllocResourceClaims, Barrier, CheckResourceClaims, Churn, CreateAny,
+                            CreateNamespaces, CreateNodes, CreatePipelineRuns, CreatePodGroups, CreatePods,
+                            CreateResourceDriver, DeletePods, Op, Sleep, StartCollectingMetrics,
+                            StopCollectingMetrics, Workload)
 from scheduler.apiclient import (APIError, Conflict, Gone, NotFound, ServerError, TooManyRequests, Unreachable)
 
 log = logging.getLogger("tandem.bench.runner")
@@ -304,14 +314,22 @@ def _api_base(api_version: str) -> str:
 def _first_difference(wanted: Any, actual: Any, where: str = "") -> str | None:
     """The first field path (``spec.selector``) at which ``actual`` does not hold ``wanted``, or None.
 
-    A map holds another when it holds each of its keys' values; anything
-    else must be equal.
+    A map holds another when it holds each of its keys' values; a list
+    holds another of its length when each item holds the other's (a
+    ResourceClaimTemplate's requests get defaulted fields); anything else
+    must be equal.
     """
     if isinstance(wanted, dict):
         if not isinstance(actual, dict):
             return where or "the top level"
         for k, v in wanted.items():
             found = _first_difference(v, actual.get(k), f"{where}.{k}" if where else k)
+            if found is not None:
+                return found
+        return None
+    if isinstance(wanted, list) and isinstance(actual, list) and len(wanted) == len(actual):
+        for i, (w, a) in enumerate(zip(wanted, actual)):
+            found = _first_difference(w, a, f"{where}[{i}]")
             if found is not None:
                 return found
         return None
@@ -336,6 +354,7 @@ class _Run:
         self.seq = itertools.count()
         self.pods = _Pods(recorder)
         self.namespaces: set[str] = set()
+        self.nodes: list[str] = []                  # the nodes this run created, by name
         self.window: tuple[tuple[str, ...], dict[str, str]] | None = None
         self.background: list[asyncio.Task[None]] = []
         self.watch_task: asyncio.Task[None] | None = None
@@ -347,6 +366,9 @@ class _Run:
             Churn: self.churn, DeletePods: self.delete_pods, Barrier: self.barrier, Sleep: self.sleep,
             StartCollectingMetrics: self.start_collecting, StopCollectingMetrics: self.stop_collecting,
             CreatePipelineRuns: self.create_pipeline_runs,
+            CreateResourceDriver: lambda op: create_resource_driver(self, op),
+            AllocResourceClaims: lambda op: alloc_resource_claims(self, op),
+            CheckResourceClaims: lambda op: check_resource_claims(self, op),
         }
 
     # ------------------------------------------------------------------ lifecycle
@@ -552,8 +574,16 @@ class _Run:
     async def _wait(self, op: Op, waiter: _Waiter, timeout: float | None, what: str, unit: str = "pods") -> None:
         """Until the waiter settles; RunError on timeout, or when the watch or a background op fails."""
         limit = timeout if timeout is not None else self.timeout
+        if not await self._settled_by(waiter, asyncio.get_running_loop().time() + limit):
+            sample = ", ".join(sorted(waiter.pending)[:3])
+            raise RunError(f"{self.workload.full_name} {op.label}: timed out after {limit:g}s waiting for "
+                           f"{what}: {len(waiter.pending)} of {waiter.total} {unit} still pending "
+                           f"(e.g. {sample})")
+
+    async def _settled_by(self, waiter: _Waiter, deadline: float) -> bool:
+        """Has the waiter settled by ``deadline`` (the loop's time)? RunError when the watch or a background op
+        fails first."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + limit
         settled = asyncio.create_task(waiter.event.wait())
         try:
             while not waiter.event.is_set():
@@ -567,11 +597,7 @@ class _Run:
         finally:
             settled.cancel()
             self.pods.waiters.discard(waiter)
-        if not waiter.event.is_set():
-            sample = ", ".join(sorted(waiter.pending)[:3])
-            raise RunError(f"{self.workload.full_name} {op.label}: timed out after {limit:g}s waiting for "
-                           f"{what}: {len(waiter.pending)} of {waiter.total} {unit} still pending "
-                           f"(e.g. {sample})")
+        return waiter.event.is_set()
 
     async def _create_pods_and_wait(self, op: Op, namespace: str, pods: list[tuple[str, dict[str, str]]],
                                     make: Callable[[str, dict[str, str]], dict], measured: bool,
@@ -671,6 +697,7 @@ class _Run:
             body = {"apiVersion": "v1", "kind": "Node", "metadata": {**rest, "name": name, "labels": labels},
                     "spec": spec_json, "status": status_json}
             await self._create("/api/v1/nodes", body)
+            self.nodes.append(name)
             for j in range(op.volumes_per_node):
                 assert op.volume_template is not None
                 await self._create("/api/v1/persistentvolumes", local_volume(op.volume_template, f"{name}-pv-{j}", name))
@@ -698,10 +725,50 @@ class _Run:
         started = op.collect_metrics and not self.recorder.collecting
         if started:
             self.recorder.start_collecting(time.time())
-        await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout,
-                                         op.per_second)
+        if op.steady_state:
+            await self._create_pods_steadily(op, make, labels, prefix, measured)
+        else:
+            await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout,
+                                             op.per_second)
         if started:
             self.recorder.stop_collecting(time.time())
+
+    async def _create_pods_steadily(self, op: CreatePods, make: Callable[[str, dict[str, str]], dict],
+                                    labels: dict[str, str], prefix: str, measured: bool) -> None:
+        """upstream's steadyState: ``op.count`` pods in flight until ``op.duration`` is over. Once every pod of a
+        batch is bound the batch is deleted (gracePeriodSeconds 0, as upstream's DeleteCollection) and the next
+        one created; the pods of the batch in flight at the end are left as they are. RunError when no pod at
+        all was bound (as upstream: a steady state that schedules nothing is a failure, not a rate of 0)."""
+        ns, label = op.namespace, op.label
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + op.duration
+        path = f"/api/v1/namespaces/{ns}/pods"
+        cpu = _cpu_millis({"spec": op.template.get("spec") or {}})
+        keys: list[str] = []
+        bound = 0
+        self.progress(label, 0, 0)
+        while loop.time() < deadline:
+            batch = [f"{prefix}{self.run_id}-{next(self.seq)}" for _ in range(op.count)]
+            batch_keys = [f"{ns}/{name}" for name in batch]
+            for key in batch_keys:
+                self.pods.add(key, ns, labels)
+            keys += batch_keys
+            waiter = self.pods.wait_for(batch_keys)
+
+            async def one(i: int) -> None:
+                self.recorder.created(batch_keys[i], time.time(), measured, cpu=cpu)   # before: the watch may answer
+                await self._create(path, make(batch[i], labels))
+                self.pods.pods[batch_keys[i]].created = True
+
+            await self._each(op, range(len(batch)), one)
+            if not await self._settled_by(waiter, deadline):
+                break
+            bound += len(batch)
+            self.progress(label, bound, bound)
+            await self._each(op, batch_keys, self._delete_pod)
+        if not any(self.pods.pods[k].bound for k in keys):
+            raise RunError(f"{self.workload.full_name} {label}: no pod at all was scheduled in the steady state's "
+                           f"{op.duration:g}s (as upstream, that fails the run)")
 
     async def _claims(self, op: CreatePods, pods: list[str]) -> None:
         """Before the op's pods: each one's claim ``pvc-<pod>`` and, with a volume template, ``pv-<pod>``
@@ -763,8 +830,10 @@ class _Run:
         if not namespaced:
             meta0.pop("namespace", None)
         # one object named by the template keeps that name (as createNodes does): other objects refer to it
-        # by name, as pods name their PriorityClass
-        fixed = raw_meta.get("name") if op.count == 1 and not raw_meta.get("generateName") else None
+        # by name, as pods name their PriorityClass; so do objects whose name has {{.Index}} (upstream's
+        # test-claim-{{.Index}}), each with its index
+        named = raw_meta.get("name") if not raw_meta.get("generateName") else None
+        fixed = named if op.count == 1 or (named and INDEX in named) else None
         prefix = _prefix(tmpl, f"{kind.lower()}-")
         pod_template = (tmpl.get("spec") or {}).get("template")
         if isinstance(pod_template, dict) and namespaced:
@@ -781,7 +850,7 @@ class _Run:
         async def one(i: int) -> None:
             nonlocal done
             meta = {**(_with_index(meta0, i) if indexed else meta0),
-                    "name": fixed or f"{prefix}{self.run_id}-{next(self.seq)}"}
+                    "name": _with_index(fixed, i) if fixed else f"{prefix}{self.run_id}-{next(self.seq)}"}
             if namespaced:
                 meta["namespace"] = op.namespace
             body = {**(_with_index(tmpl, i) if indexed else tmpl), "metadata": meta}
@@ -789,7 +858,7 @@ class _Run:
                 owners[f"{kind} {op.namespace}/{meta['name']}"] = op.replicas
             try:
                 if fixed:
-                    await self._create_or_reuse(f"{kind} {fixed}", path, body)
+                    await self._create_or_reuse(f"{kind} {meta['name']}", path, body)
                 else:
                     await self._create(path, body)
             except NotFound as exc:

@@ -13,6 +13,9 @@ habit):
 * :func:`start_scheduler` runs ``python -m scheduler`` (or ``python -m
   bench.probe``, the same scheduler with finer attempt buckets) against the
   target and waits until its /readyz answers 200.
+* :func:`start_kube_scheduler` runs a kube-scheduler binary against the
+  target, so that tandem-bench samples its CPU and memory as it does
+  tandem's (a kube-scheduler that runs elsewhere is only a name to it).
 
 Both write their processes' output to files in ``workdir`` and, when a
 process dies early, raise with the tail of that file: a benchmark that
@@ -22,6 +25,7 @@ cannot start must say why. Neither ever kills anything it did not start.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -32,7 +36,7 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AsyncIterator, Sequence
+from typing import AsyncIterator, Callable, Sequence
 
 import aiohttp
 
@@ -41,6 +45,9 @@ from scheduler.framework.clock import Clock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 60.0        # seconds for a process to come up
+KUBE_SCHEDULER_NAME = "default-scheduler"   # the schedulerName of kube-scheduler's default profile
+KUBE_SCHEDULER_QPS = 5000   # scheduler_perf's client limits (qps and burst), as config/benchmark.yaml gives tandem
+_KUBE_SCHEDULER_STARTED = re.compile(r'"Starting Kubernetes Scheduler"')   # its first log line (klog, -v=0)
 STOP_TIMEOUT = 10.0         # seconds between SIGTERM and SIGKILL
 _LISTENING = re.compile(r"listening on (https?://\S+)")
 
@@ -122,22 +129,32 @@ async def _start_sim(workdir: Path, kubeconfig: Path, sim_args: Sequence[str],
            "--kubeconfig-out", str(kubeconfig), "--watch-window", "200000", *sim_args]
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_env())
-    deadline = time.monotonic() + START_TIMEOUT
     try:
-        while True:
-            m = _LISTENING.search(log_path.read_text(errors="replace"))
-            if m and kubeconfig.exists():
-                return proc, m.group(1), log_path
-            if proc.poll() is not None:
-                raise TargetError(f"the simulated cluster exited with code {proc.returncode} before it "
-                                  f"listened; the end of {log_path}:\n{tail(log_path)}")
-            if time.monotonic() > deadline:
-                raise TargetError(f"the simulated cluster did not listen within {START_TIMEOUT:.0f}s; "
-                                  f"the end of {log_path}:\n{tail(log_path)}")
-            await asyncio.sleep(0.05)
+        m = await _logged(proc, log_path, _LISTENING, "the simulated cluster", ("listened", "listen"),
+                          also=kubeconfig.exists)
+        return proc, m.group(1), log_path
     except BaseException:
         await _stop(proc)
         raise
+
+
+async def _logged(proc: subprocess.Popen, log_path: Path, pattern: re.Pattern[str], who: str,
+                  verb: tuple[str, str], also: Callable[[], bool] = lambda: True) -> re.Match[str]:
+    """The first match of ``pattern`` in the process's log (once ``also()`` holds too), polled for up to
+    START_TIMEOUT; TargetError with the end of the log when the process exits first or time runs out.
+    ``verb``: what the match means, past and plain ("listened", "listen")."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while True:
+        m = pattern.search(log_path.read_text(errors="replace"))
+        if m and also():
+            return m
+        if proc.poll() is not None:
+            raise TargetError(f"{who} exited with code {proc.returncode} before it {verb[0]}; "
+                              f"the end of {log_path}:\n{tail(log_path)}")
+        if time.monotonic() > deadline:
+            raise TargetError(f"{who} did not {verb[1]} within {START_TIMEOUT:.0f}s; "
+                              f"the end of {log_path}:\n{tail(log_path)}")
+        await asyncio.sleep(0.05)
 
 
 @asynccontextmanager
@@ -223,6 +240,46 @@ async def start_scheduler(config: Path | None, kubeconfig: Path, workdir: Path,
         yield SchedulerProcess(proc=proc, pid=proc.pid, metrics_url=f"{base}/metrics", log_path=log_path)
         if proc.poll() is not None:
             raise TargetError(f"tandem-scheduler exited with code {proc.returncode} during the run; "
+                              f"the end of {log_path}:\n{tail(log_path)}")
+    finally:
+        await _stop(proc)
+
+
+@asynccontextmanager
+async def start_kube_scheduler(command: Sequence[str], kubeconfig: Path,
+                               workdir: Path) -> AsyncIterator[SchedulerProcess]:
+    """kube-scheduler for the block: ``command`` is the binary and any flags of one's own (feature gates).
+
+    It gets a KubeSchedulerConfiguration written to ``workdir``: the
+    target's kubeconfig, scheduler_perf's client limits (qps and burst
+    :data:`KUBE_SCHEDULER_QPS`, as tandem's benchmark profile has them), no
+    leader election, and the default profile as ``default-scheduler``; and
+    ``--secure-port=0``, so it serves nothing: no /metrics (attempt
+    latencies and request counts are not reported) and no /readyz. It is
+    taken as started once it logs "Starting Kubernetes Scheduler"; its
+    informers sync while the workload creates its nodes, and pods created
+    before then are in its first list. The returned ``metrics_url`` is empty.
+    On exit: SIGTERM, then SIGKILL. A kube-scheduler that exits early raises
+    :class:`TargetError` with the end of its log.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "kube-scheduler.yaml"
+    config.write_text(json.dumps({      # JSON is YAML
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(Path(kubeconfig).resolve()), "qps": KUBE_SCHEDULER_QPS,
+                             "burst": KUBE_SCHEDULER_QPS},
+        "leaderElection": {"leaderElect": False},
+        "profiles": [{"schedulerName": KUBE_SCHEDULER_NAME}]}, indent=1))
+    log_path = _fresh_log(workdir, "kube-scheduler")
+    cmd = [*command, f"--config={config}", "--secure-port=0"]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        await _logged(proc, log_path, _KUBE_SCHEDULER_STARTED, "kube-scheduler", ("started", "start"))
+        yield SchedulerProcess(proc=proc, pid=proc.pid, metrics_url="", log_path=log_path)
+        if proc.poll() is not None:
+            raise TargetError(f"kube-scheduler exited with code {proc.returncode} during the run; "
                               f"the end of {log_path}:\n{tail(log_path)}")
     finally:
         await _stop(proc)

@@ -31,7 +31,13 @@ Opcodes are upstream's createNodes, createNamespaces, createPods, createAny,
 churn, deletePods, barrier, sleep, startCollectingMetrics and
 stopCollectingMetrics (with upstream's field names, and createNodes' node
 label strategies ``labelNodePrepareStrategy`` and ``uniqueNodeLabelStrategy``),
-plus tandem's createPodGroups (gangs: a ``scheduling.x-k8s.io/v1alpha1``
+upstream's DRA ops createResourceDriver (a ResourceSlice per matching node,
+as the driver publishes it) and allocResourceClaims (claims allocated
+without pods, a cluster already in use), and createPods' ``steadyState``
+with ``duration``/``durationParam`` (``count`` pods in flight: each batch,
+once bound, is deleted and the next one created, until the duration is
+over; as upstream), plus tandem's checkResourceClaims (every bound pod's
+claims allocated on its node: bench/dra.py), createPodGroups (gangs: a ``scheduling.x-k8s.io/v1alpha1``
 PodGroup per gang and its members labelled ``scheduling.x-k8s.io/pod-group``)
 and createPipelineRuns (Tekton PipelineRuns' pods, stage by stage; bench/pipelines.py).
 createAny creates ``count`` objects of any kind from a template (a Service, a
@@ -88,9 +94,12 @@ def uses_native_gangs(workload: Any) -> bool:
     return any(getattr(op, "group_template", {}).get("apiVersion") == NATIVE_POD_GROUP_API_VERSION
                for op in workload.ops)
 def uses_controllers(workload: Any) -> bool:
-    """Does the workload create objects whose controller makes pods (a ReplicaSet), so a simulated cluster must
-    run its controllers and node agent?"""
-    return any(isinstance(op, CreateAny) and isinstance((op.template.get("spec") or {}).get("template"), dict)
+    """Does the workload create objects whose controller makes pods (a ReplicaSet), or pods whose resource claims
+    a controller makes from templates (the resourceclaim controller), so a simulated cluster must run its
+    controllers and node agent?"""
+    return any((isinstance(op, CreateAny) and isinstance((op.template.get("spec") or {}).get("template"), dict))
+               or (isinstance(op, CreatePods) and any("resourceClaimTemplateName" in c for c in
+                                                      (op.template.get("spec") or {}).get("resourceClaims") or ()))
                for op in workload.ops)
 
 
@@ -182,6 +191,10 @@ class CreatePods(Op):
     volume_template: dict[str, Any] | None = None   # a PersistentVolume per pod, bound to its claim
     claim_template: dict[str, Any] | None = None    # a PersistentVolumeClaim per pod
     per_second: float = 0.0                         # createPodsPerSecond; 0: as fast as the server takes them
+    # upstream's steadyState: keep ``count`` pods in flight for ``duration`` seconds; when all of a batch are
+    # bound, delete them and create the next batch
+    steady_state: bool = False
+    duration: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +211,41 @@ class CreateAny(Op):
         """The pods each object's controller makes (``spec.replicas``), or None for a kind without them."""
         value = (self.template.get("spec") or {}).get("replicas")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateResourceDriver(Op):
+    """upstream's createResourceDriver: one ResourceSlice per node of the run whose name matches ``nodes``, as the
+    driver's kubelet plugin would publish it (bench/dra.py). ``max_claims_per_node`` is upstream's name for the
+    devices of each slice (one per claim of upstream's template)."""
+
+    OPCODE: ClassVar[str] = "createResourceDriver"
+    driver_name: str = ""
+    nodes: str = ""                                 # a glob over the names of the nodes this run created
+    max_claims_per_node: int = 0
+    # 0: upstream's attribute dra.example.com/numa = the device's index (every device on a NUMA node of its
+    # own); k: index // k (k devices per NUMA node), for claims that ask for devices of one NUMA node
+    devices_per_numa_node: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AllocResourceClaims(Op):
+    """upstream's allocResourceClaims: allocate every unallocated claim of ``namespace`` (all namespaces when
+    empty) on a node picked at random, without a pod, as if it were in use already (bench/dra.py)."""
+
+    OPCODE: ClassVar[str] = "allocResourceClaims"
+    namespace: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResourceClaims(Op):
+    """tandem-bench's own: every bound pod (of ``namespaces``; empty: every namespace the run created pods in)
+    that has resource claims must have each one allocated on its node and reserved for it, and no device may
+    be allocated twice; a run whose scheduler bound pods without their devices fails here (bench/dra.py)."""
+
+    OPCODE: ClassVar[str] = "checkResourceClaims"
+    namespaces: tuple[str, ...] = ()
+    timeout: float | None = None                    # for the claims' writes to settle
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +363,13 @@ _FIELDS: dict[str, frozenset[str]] = {
                               "persistentVolumesPerNode", *_PV}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
-                             "skipWaitToCompletion", "timeout", "createPodsPerSecond", *_PV, *_PVC}),
+                             "skipWaitToCompletion", "timeout", "createPodsPerSecond", "steadyState", "duration",
+                             "durationParam", *_PV, *_PVC}),
     "createAny": frozenset({*_COUNT, "namespace", "templatePath", "template", "skipWaitToCompletion", "timeout"}),
+    "createResourceDriver": frozenset({"driverName", "nodes", "maxClaimsPerNode", "maxClaimsPerNodeParam",
+                                       "devicesPerNumaNode"}),
+    "allocResourceClaims": frozenset({"namespace"}),
+    "checkResourceClaims": frozenset({"namespaces", "timeout"}),
     "createPodGroups": frozenset({*_COUNT, "minMember", "podsPerGroup", "namespace", "podTemplatePath",
                                   "podTemplate", "podGroupTemplatePath", "podGroupTemplate", "collectMetrics",
                                   "skipWaitToCompletion", "timeout"}),
@@ -650,6 +703,25 @@ def _node_strategy(f: _Fields) -> tuple[str, tuple[str, ...], str]:
     return label_key, values, ""
 
 
+def _duration_or_param(f: _Fields) -> float | None:
+    """``duration`` or ``durationParam: $name`` (upstream's sleep and steady-state createPods) in seconds; None when
+    the op has neither, 0 for a param not known yet (the static pass)."""
+    if "durationParam" in f.raw:
+        ref = f.raw["durationParam"]
+        if not isinstance(ref, str) or not ref.startswith("$"):
+            raise f.fail(f"field durationParam: expected a $param reference, got {ref!r}")
+        value = f._resolve("durationParam", ref)
+        if value is _UNRESOLVED:
+            return 0.0
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise f.fail(f"param {ref}: {exc}") from None
+    if "duration" not in f.raw:
+        return None
+    return f.duration("duration") or 0.0
+
+
 def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, default_pod: dict[str, Any] | None,
               fail: Callable[[str], WorkloadError], templates: _Templates) -> Op:
     opcode = raw["opcode"]
@@ -683,12 +755,25 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         claim = f.template(*_PVC, ("PersistentVolumeClaim",))
         if volume is not None and claim is None:
             raise fail("persistentVolumeTemplatePath needs persistentVolumeClaimTemplatePath (as upstream)")
+        duration = _duration_or_param(f)
         op = CreatePods(index, count=f.count(), namespace=f.text("namespace", default_ns), template=tmpl,
                         collect_metrics=f.flag("collectMetrics"), skip_wait=f.flag("skipWaitToCompletion"),
                         timeout=f.duration("timeout"), volume_template=volume, claim_template=claim,
-                        per_second=f.number("createPodsPerSecond", 0.0))
+                        per_second=f.number("createPodsPerSecond", 0.0), steady_state=f.flag("steadyState"),
+                        duration=duration or 0.0)
         if op.collect_metrics and op.skip_wait:
             raise fail("collectMetrics and skipWaitToCompletion cannot both be true (as upstream)")
+        if op.steady_state and op.skip_wait:
+            raise fail("skipWaitToCompletion and steadyState cannot both be true (as upstream)")
+        if duration is not None and "steadyState" not in raw:
+            raise fail("field duration: only meaningful with steadyState: true")
+        if params is not None and op.steady_state:
+            if op.duration <= 0:
+                raise fail("steadyState needs a duration above 0 (duration or durationParam), as upstream")
+            if op.count < 1:
+                raise fail("steadyState needs a count of at least 1: the pods kept in flight")
+            if op.per_second or claim is not None:
+                raise fail("steadyState does not go with createPodsPerSecond or volume templates")
         return op
     if opcode == "createAny":
         if "templatePath" not in raw and "template" not in raw:
@@ -701,6 +786,21 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         count = f.count() if "count" in raw or "countParam" in raw else 1  # upstream's default
         return CreateAny(index, template=tmpl, namespace=f.text("namespace", ""), count=count,
                          skip_wait=f.flag("skipWaitToCompletion"), timeout=f.duration("timeout"))
+    if opcode == "createResourceDriver":
+        op = CreateResourceDriver(index, driver_name=f.text("driverName"), nodes=f.text("nodes"),
+                                  max_claims_per_node=f.count("maxClaimsPerNode", "maxClaimsPerNodeParam"),
+                                  devices_per_numa_node=f.integer("devicesPerNumaNode", 0))
+        if params is not None:
+            for key, value in (("driverName", op.driver_name), ("nodes", op.nodes)):
+                if not value:
+                    raise fail(f"field {key}: must not be empty (as upstream)")
+            if op.max_claims_per_node < 1:
+                raise fail(f"maxClaimsPerNode: must be at least 1, got {op.max_claims_per_node}")
+        return op
+    if opcode == "allocResourceClaims":
+        return AllocResourceClaims(index, namespace=f.text("namespace", ""))
+    if opcode == "checkResourceClaims":
+        return CheckResourceClaims(index, namespaces=f.str_list("namespaces"), timeout=f.duration("timeout"))
     if opcode == "createPodGroups":
         tmpl = f.template("podTemplatePath", "podTemplate", ("Pod",), default_pod)
         if tmpl is None:
@@ -775,21 +875,10 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         return Barrier(index, namespaces=f.str_list("namespaces"), label_selector=f.str_map("labelSelector"),
                        stage=stage, timeout=f.duration("timeout"))
     if opcode == "sleep":
-        if "durationParam" in raw:
-            ref = raw["durationParam"]
-            if not isinstance(ref, str) or not ref.startswith("$"):
-                raise fail(f"field durationParam: expected a $param reference, got {ref!r}")
-            value = f._resolve("durationParam", ref)
-            if value is _UNRESOLVED:
-                return Sleep(index, 0.0)
-            try:
-                return Sleep(index, parse_duration(value))
-            except ValueError as exc:
-                raise fail(f"param {ref}: {exc}") from None
-        if "duration" not in raw:
+        d = _duration_or_param(f)
+        if d is None:
             raise fail("missing field duration (or durationParam)")
-        d = f.duration("duration")
-        return Sleep(index, d or 0.0)
+        return Sleep(index, d)
     if opcode == "startCollectingMetrics":
         return StartCollectingMetrics(index, name=f.text("name", ""), namespaces=f.str_list("namespaces"),
                                       label_selector=f.str_map("labelSelector"))

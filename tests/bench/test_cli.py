@@ -99,6 +99,35 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("extra, message", [
+    pytest.param([], "--start-kube-scheduler needs --kubeconfig", id="kube-scheduler without a real server"),
+    pytest.param(["--kubeconfig", "{kc}"], "/no/kube-scheduler: no such executable", id="a binary that is not there"),
+    pytest.param(["--kubeconfig", "{kc}", "--scheduler-name", "x"], "leave out --scheduler-name",
+                 id="kube-scheduler under another name"),
+])
+def test_kube_scheduler_usage_errors_exit_2_with_one_line(tmp_path, extra, message):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    args = [a.format(kc=kubeconfig) for a in extra]
+    r = bench("run", "SchedulingWithResourceClaimTemplate/Smoke", "--start-kube-scheduler", "/no/kube-scheduler",
+              *args, "--output", str(tmp_path / "out"), timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_kube_schedulers_own_flags_go_to_it_but_not_the_ones_tandem_bench_sets(tmp_path):
+    from bench.__main__ import UsageError, kube_scheduler_spec
+
+    binary = tmp_path / "kube-scheduler"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    spec = kube_scheduler_spec(f"{binary} --feature-gates=A=true -v=0")
+    assert (spec.kind, spec.name, spec.label) == ("kube-scheduler", "default-scheduler", "kube-scheduler")
+    assert spec.command == (str(binary), "--feature-gates=A=true", "-v=0")
+    with pytest.raises(UsageError, match="--secure-port is tandem-bench's to set"):
+        kube_scheduler_spec(f"{binary} --secure-port=10259")
+
+
 def test_argparse_usage_errors_exit_2():
     r = bench("run", timeout=60)
     assert r.returncode == 2 and "usage: tandem-bench run" in r.stderr

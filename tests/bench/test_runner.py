@@ -27,7 +27,7 @@ from bench.baseline import BASELINE_SCHEDULER_NAME, BaselineBinder
 from bench.record import Recorder
 from bench.runner import TERMINATION_SECONDS, RunError, run_workload
 from bench.simcluster import errors as sim_errors
-from bench.target import TargetError, open_target, start_scheduler
+from bench.target import KUBE_SCHEDULER_QPS, TargetError, open_target, start_kube_scheduler, start_scheduler
 from bench.pipelines import stages
 from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, CreatePodGroups, CreatePods, DeletePods,
                             find_workload, load_workloads)
@@ -35,9 +35,10 @@ from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, CreatePipelineRuns, Cre
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
 # the native gangs' Smoke runs need the native API served and a gang profile: test_native_gang_workloads.py;
 # GangStarvation's measures more than its pods: test_starvation_workload.py; the Consolidation workloads need
-# the simulated cluster's controllers and a profile with the plugin: test_consolidation_workloads.py
+# the simulated cluster's controllers and a profile with the plugin: test_consolidation_workloads.py; the DRA
+# workloads need a server with resource.k8s.io and the resourceclaim controller: test_dra_workloads.py
 SMOKE = sorted(w.full_name for f in WORKLOADS.glob("*.yaml") for w in load_workloads(f)
-               if w.name == "Smoke" and not {"native-gang", "starvation", "consolidation"} & set(w.labels))
+               if w.name == "Smoke" and not {"native-gang", "starvation", "consolidation", "dra"} & set(w.labels))
 AFFINITY_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "affinity.yaml") if w.name == "Smoke"]
 PREEMPTION_SMOKE = [w.full_name for w in load_workloads(WORKLOADS / "preemption.yaml") if w.name == "Smoke"]
 SCHEDULER = "tandem-scheduler"
@@ -135,6 +136,38 @@ async def test_a_scheduler_that_cannot_start_raises_with_the_end_of_its_log(tmp_
 async def test_a_simulated_cluster_that_cannot_start_raises_with_the_end_of_its_log(tmp_path):
     with pytest.raises(TargetError, match=r"(?s)exited with code 2 before it listened.*--bogus"):
         async with open_target(None, tmp_path, ["--bogus"]):
+            pass
+
+
+def fake_kube_scheduler(tmp_path: Path, body: str) -> Path:
+    binary = tmp_path / "kube-scheduler"
+    binary.write_text(f"#!/bin/sh\n{body}\n")
+    binary.chmod(0o755)
+    return binary
+
+
+async def test_kube_scheduler_gets_its_default_profile_at_scheduler_perfs_limits_and_is_stopped_after(tmp_path):
+    binary = fake_kube_scheduler(tmp_path, 'echo "$@" > "$(dirname "$0")/args"\n'
+                                           'echo \'I1129 server.go:183] "Starting Kubernetes Scheduler"\'\nexec sleep 60')
+    kubeconfig = tmp_path / "kc"
+    kubeconfig.write_text("{}")
+    async with start_kube_scheduler([str(binary), "--feature-gates=A=true"], kubeconfig, tmp_path) as ks:
+        assert ks.proc.poll() is None and ks.metrics_url == ""
+    assert ks.proc.poll() is not None                 # stopped with the block
+    config = json.loads((tmp_path / "kube-scheduler.yaml").read_text())
+    assert config["clientConnection"] == {"kubeconfig": str(kubeconfig.resolve()), "qps": KUBE_SCHEDULER_QPS,
+                                          "burst": KUBE_SCHEDULER_QPS}
+    assert config["leaderElection"] == {"leaderElect": False}
+    assert config["profiles"] == [{"schedulerName": "default-scheduler"}]
+    assert (tmp_path / "args").read_text().split() == ["--feature-gates=A=true",
+                                                       f"--config={tmp_path / 'kube-scheduler.yaml'}",
+                                                       "--secure-port=0"]
+
+
+async def test_a_kube_scheduler_that_cannot_start_raises_with_the_end_of_its_log(tmp_path):
+    binary = fake_kube_scheduler(tmp_path, 'echo "E1129 run.go:72] \\"command failed\\" err=\\"bad flag\\""; exit 1')
+    with pytest.raises(TargetError, match=r"(?s)kube-scheduler exited with code 1 before it started.*bad flag"):
+        async with start_kube_scheduler([str(binary)], tmp_path / "kc", tmp_path):
             pass
 
 
@@ -436,3 +469,58 @@ def test_the_watch_adopts_a_controllers_pods_and_tells_an_owners_wait_when_enoug
     assert (a.owner, a.node, a.cpu, a.measured) == ("ReplicaSet apps/web", "n1", 500, False)
     assert a.deleting is not None and a.gone is not None and a.deleting <= a.gone and b.deleting is None
     assert "elsewhere/other" not in recorder.pods
+
+
+STEADY = """\
+- opcode: createNodes
+  count: 2
+- opcode: createPods
+  namespace: steady
+  count: 3
+  steadyState: true
+  duration: 1s
+  collectMetrics: true
+  podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-}, spec: {containers: [{name: c, image: pause}]}}
+"""
+
+
+async def test_a_steady_state_keeps_its_count_in_flight_deleting_each_bound_batch_until_its_duration_is_over(
+        sim, tmp_path):
+    _, target = sim
+    recorder = Recorder()
+    async with BaselineBinder(target.client):
+        t0 = time.time()
+        await run_workload(ops_workload(tmp_path, "Steady", STEADY), target, BASELINE_SCHEDULER_NAME, recorder)
+        took = time.time() - t0
+    pods = sorted(recorder.pods.values(), key=lambda p: p.created)
+    batches = [pods[i:i + 3] for i in range(0, len(pods), 3)]
+    assert len(batches) >= 3 and all(len(b) == 3 for b in batches), len(pods)
+    for before, after in zip(batches, batches[1:]):   # the next batch only once every pod of this one was bound
+        assert max(p.bound for p in before) <= min(p.created for p in after)
+    assert all(p.gone is not None for b in batches[:-1] for p in b)   # every batch deleted but the last
+    left = (await target.client.list("/api/v1/namespaces/steady/pods"))["items"]
+    assert len(left) <= 3 and 1.0 <= took < 5.0
+    (window,) = recorder.windows
+    assert window[1] - window[0] == pytest.approx(1.0, abs=0.3) and all(p.measured for p in pods)
+
+
+async def test_a_steady_state_that_schedules_nothing_fails_as_upstreams_does(sim, tmp_path):
+    _, target = sim
+    with pytest.raises(RunError, match=r"op 1 \(createPods\): no pod at all was scheduled in the steady state's 1s"):
+        await run_workload(ops_workload(tmp_path, "Steady", STEADY), target, "nobody", Recorder())
+
+
+async def test_create_any_keeps_names_with_an_index_as_upstreams_test_claim_index_so_a_second_run_reuses_them(
+        sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Indexed", """\
+    - opcode: createAny
+      namespace: budgets
+      count: 3
+      template: {apiVersion: policy/v1, kind: PodDisruptionBudget, metadata: {name: "pdb-{{.Index}}"},
+                 spec: {minAvailable: 1, selector: {matchLabels: {app: x}}}}
+    """)
+    await run_workload(workload, target, "nobody", Recorder())
+    await run_workload(workload, target, "nobody", Recorder())
+    pdbs = (await target.client.list("/apis/policy/v1/namespaces/budgets/poddisruptionbudgets"))["items"]
+    assert sorted(p["metadata"]["name"] for p in pdbs) == ["pdb-0", "pdb-1", "pdb-2"]

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from bench.pipelines import stages
-from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, Barrier, Churn, CreateAny, CreateNodes, CreatePipelineRuns,
-                            CreatePodGroups, CreatePods, DeletePods, Sleep, StartCollectingMetrics,
+from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, AllocResourceClaims, Barrier, CheckResourceClaims, Churn,
+                            CreateAny, CreateNodes, CreatePipelineRuns, CreatePodGroups, CreatePods,
+                            CreateResourceDriver, DeletePods, Sleep, StartCollectingMetrics,
                             StopCollectingMetrics, WorkloadError, find_workload,
                             load_workloads, parse_duration, uses_controllers)
 
@@ -506,6 +507,24 @@ HEADER = """\
     ("  - opcode: createNodes\n    count: 1\n    persistentVolumesPerNode: 2\n", {},
      "T/W op 1 (createNodes): persistentVolumesPerNode and persistentVolumeTemplatePath (or "
      "persistentVolumeTemplate) go together"),
+    ("  - opcode: createResourceDriver\n    nodes: n-*\n    maxClaimsPerNode: 2\n", {},
+     "T op 1 (createResourceDriver): missing field driverName"),
+    ("  - opcode: createResourceDriver\n    driverName: d\n    nodes: n-*\n", {},
+     "T op 1 (createResourceDriver): missing field maxClaimsPerNode (or maxClaimsPerNodeParam)"),
+    ("  - opcode: createResourceDriver\n    driverName: d\n    nodes: n-*\n    maxClaimsPerNodeParam: $m\n",
+     {"m": 0}, "T/W op 1 (createResourceDriver): maxClaimsPerNode: must be at least 1, got 0"),
+    ("  - opcode: createPods\n    count: 10\n    steadyState: true\n", {},
+     "T/W op 1 (createPods): steadyState needs a duration above 0 (duration or durationParam), as upstream"),
+    ("  - opcode: createPods\n    count: 10\n    steadyState: true\n    duration: 1s\n    skipWaitToCompletion: true\n",
+     {}, "T op 1 (createPods): skipWaitToCompletion and steadyState cannot both be true (as upstream)"),
+    ("  - opcode: createPods\n    count: 10\n    duration: 1s\n", {},
+     "T op 1 (createPods): field duration: only meaningful with steadyState: true"),
+    ("  - opcode: createPods\n    count: 10\n    steadyState: true\n    durationParam: $d\n", {"d": "soon"},
+     "T/W op 1 (createPods): param $d: expected a duration"),
+    ("  - opcode: createPods\n    count: 10\n    steadyState: true\n    duration: 1s\n    createPodsPerSecond: 5\n",
+     {}, "T/W op 1 (createPods): steadyState does not go with createPodsPerSecond or volume templates"),
+    ("  - opcode: checkResourceClaims\n    namespace: test\n", {},
+     "T op 1 (checkResourceClaims): unknown field 'namespace' (known: namespaces, timeout)"),
 ], ids=[
     "an unknown opcode", "a missing param", "a count that is not a number", "a param of the wrong type",
     "a flag from a param that is not a bool", "an unknown field", "a template file that does not exist",
@@ -514,7 +533,11 @@ HEADER = """\
     "two node label strategies", "a label strategy without values", "a unique label strategy with values",
     "createAny without a template", "createAny of a template without a kind",
     "pods with volumes but no claims", "a claim template of another kind", "a negative pace",
-    "volumes per node without a template",
+    "volumes per node without a template", "a resource driver without a name",
+    "a resource driver without devices per node", "a resource driver with no devices",
+    "a steady state without a duration", "a steady state that does not wait", "a duration without a steady state",
+    "a steady state whose duration does not parse", "a paced steady state",
+    "a claim check of one namespace, misspelt",
 ])
 def test_every_error_names_the_file_the_test_case_and_the_op(tmp_path, ops, params, message):
     (tmp_path / "pod.yaml").write_text(POD)
@@ -596,3 +619,46 @@ def test_create_pipeline_runs_reads_its_fields_and_splits_runs_into_stages(tmp_p
     path.write_text(path.read_text().replace("minTasks: 2", "minTasks: 6"))
     with pytest.raises(WorkloadError, match=r"op 0 \(createPipelineRuns\): field minTasks: 6 is more than maxTasks 5"):
         load_workloads(path)
+
+
+def test_upstreams_dra_ops_read_their_fields_and_steady_state_its_duration(tmp_path):
+    (tmp_path / "pod.yaml").write_text(POD)
+    path = write(tmp_path, """\
+    - name: D
+      defaultPodTemplatePath: pod.yaml
+      workloadTemplate:
+      - opcode: createResourceDriver
+        driverName: test-driver.cdi.k8s.io
+        nodes: scheduler-perf-dra-*
+        maxClaimsPerNodeParam: $maxClaimsPerNode
+      - opcode: createResourceDriver
+        driverName: d
+        nodes: "*"
+        maxClaimsPerNode: 9
+        devicesPerNumaNode: 3
+      - opcode: allocResourceClaims
+        namespace: init
+      - opcode: allocResourceClaims
+      - opcode: createPods
+        namespace: test
+        count: 10
+        steadyState: true
+        durationParam: $duration
+        collectMetrics: true
+      - opcode: checkResourceClaims
+      - opcode: checkResourceClaims
+        namespaces: [test]
+        timeout: 30s
+      workloads:
+      - name: W
+        params: {maxClaimsPerNode: 10, duration: 10s}
+    """)
+    (w,) = load_workloads(path)
+    assert w.ops[0] == CreateResourceDriver(0, driver_name="test-driver.cdi.k8s.io", nodes="scheduler-perf-dra-*",
+                                            max_claims_per_node=10)
+    assert (w.ops[1].max_claims_per_node, w.ops[1].devices_per_numa_node) == (9, 3)
+    assert w.ops[2] == AllocResourceClaims(2, namespace="init") and w.ops[3] == AllocResourceClaims(3)
+    steady = w.ops[4]
+    assert isinstance(steady, CreatePods) and (steady.count, steady.steady_state, steady.duration) == (10, True, 10.0)
+    assert w.ops[5] == CheckResourceClaims(5) and w.ops[6] == CheckResourceClaims(6, ("test",), 30.0)
+    assert find_workload(path, "D/W", {"duration": "2s"}).ops[4].duration == 2.0
