@@ -26,7 +26,9 @@ SchedulerPreEnqueuePodStatus), is followed here:
 * never for SchedulingGates (kube-apiserver already sets reason
   SchedulingGated with its own message) nor DefaultPreemption (a preemptor
   held while its victims go already says Unschedulable, with its nominated
-  node, and waits seconds).
+  node, and waits seconds), nor for DynamicResources' hold of a pod whose
+  template's claim is not created yet (the resourceclaim controller's work,
+  which reports its own failures as FailedResourceClaimCreation events).
 
 When the pod passes PreEnqueue, a report still waiting is dropped. A written
 condition is not cleared by an extra write: the pod goes straight to a cycle,
@@ -69,6 +71,10 @@ MAX_SPACING_DOUBLINGS = 6   # a pod's reports in one hold are at most 64 * delay
 
 # PreEnqueue plugins whose holds are said elsewhere (see the module docstring)
 UNREPORTED = frozenset({"SchedulingGates", "DefaultPreemption"})
+# holds of one plugin that are said elsewhere, by the end of the message: a pod whose template's claim the
+# resourceclaim controller has not created yet (it reports its own failures, FailedResourceClaimCreation;
+# under load its backlog is seconds long, and a report per pod would add two writes to each)
+UNREPORTED_ENDINGS = {"DynamicResources": ("ResourceClaim not created yet",)}
 
 _POD, _GROUP = 0, 1
 
@@ -124,7 +130,7 @@ class PreEnqueueReports:
             self._fresh = (plugin, message)
             return
         e = self._held.get(uid)
-        if plugin in UNREPORTED or not message:
+        if plugin in UNREPORTED or not message or message.endswith(UNREPORTED_ENDINGS.get(plugin, ())):
             if e is not None:
                 e.due = None   # nothing to say for now: a waiting turn would publish a stale reason
             return

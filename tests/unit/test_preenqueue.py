@@ -329,3 +329,12 @@ async def test_a_missing_pod_group_is_reported_with_its_name() -> None:
     clock.advance(5)
     await settle()
     assert events.recorded == [("a", "Warning", "NotReadyForScheduling", "PodGroup default/ghost not found")]
+
+
+def test_a_claim_the_resourceclaim_controller_has_not_created_yet_is_not_reported() -> None:
+    """Its controller reports its own failures (FailedResourceClaimCreation); a missing named claim is ours to say."""
+    env = Env()
+    env.reject("a", 'pod "ns/a": ResourceClaim not created yet', plugin="DynamicResources")
+    env.reject("b", 'resourceclaim.resource.k8s.io "x" not found', plugin="DynamicResources")
+    env.clock.advance(10)
+    assert env.published == [("b", 'resourceclaim.resource.k8s.io "x" not found')]
