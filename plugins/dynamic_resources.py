@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,6 +90,7 @@ class _State:
     pinned: list[tuple[int, Any]]                         # allocated claims: (index, compiled nodeSelector or None)
     to_allocate: list[ResourceClaim]
     simple: tuple[ExactRequest, int] | None               # one shape, no constraints: (request, devices needed)
+    grouped: tuple[ExactRequest, int, str] | None          # one claim, one shape, one matchAttribute over it all
     scored: bool                                          # a firstAvailable request with several choices
     found: dict[int, list[Any]] = field(default_factory=dict)   # row -> allocation Filter found there
     unavailable: set[int] = field(default_factory=set)    # indexes of allocated claims some node rejected
@@ -215,7 +216,7 @@ class DynamicResources:
                         return None, Status(_UNRESOLVABLE,
                                             f"request {name}: device class {sub.class_name} does not exist")
             to_allocate.append(c)
-        state.write(STATE_KEY, _State(claims, pinned, to_allocate, _simple(to_allocate), any(
+        state.write(STATE_KEY, _State(claims, pinned, to_allocate, _simple(to_allocate), _grouped(to_allocate), any(
             len(r.first_available) > 1 for c in to_allocate for r in c.requests), waits=waits))
         return None, _OK
 
@@ -278,6 +279,13 @@ class DynamicResources:
                     fits &= col.free[rows] == col.total[rows]
         if s.simple is not None and not network:
             return fits
+        if s.grouped is not None and not network:
+            # every device on one value of the attribute: some value must have them all free on the node
+            req, n, attribute = s.grouped
+            best = np.zeros(len(rows), dtype=np.int32)
+            for col in devices.free_by_attribute(req, attribute).values():
+                np.maximum(best, col[rows], out=best)
+            return fits & (best >= n)
         for j in np.flatnonzero(fits).tolist():   # only rows the counts left: constraints need a search
             row = int(rows[j])
             found = devices.allocate(s.to_allocate, nodes.names[row])
@@ -502,6 +510,20 @@ def _simple(claims: list[ResourceClaim]) -> tuple[ExactRequest, int] | None:
             shape = e
             n += e.count
     return (shape, n) if shape is not None else None
+
+
+def _grouped(claims: list[ResourceClaim]) -> tuple[ExactRequest, int, str] | None:
+    """One claim whose requests share one shape (counted) and one matchAttribute over all of them: a node
+    serves it exactly when some value of the attribute has that many free matching devices there."""
+    if len(claims) != 1 or len(claims[0].constraints) != 1:
+        return None
+    c = claims[0]
+    con = c.constraints[0]
+    names = {r.name for r in c.requests}
+    if con.requests and set(con.requests) != names:
+        return None
+    one = _simple(claims[:1] if not c.constraints else [replace(c, constraints=())])
+    return (one[0], one[1], con.match_attribute) if one is not None else None
 
 
 def _claim_error(s: _State, exc: Exception) -> str:

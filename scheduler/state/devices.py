@@ -67,6 +67,19 @@ class Column:
     network: bool = False                 # a matching device is network-attached: counts are not the answer
     error: MatchError | None = None       # the first CEL failure on any device
     matches: dict[DeviceID, bool] = field(default_factory=dict)
+    # per attribute asked for (matchAttribute): value -> free matching devices with that value per row
+    by_attribute: dict[str, dict[Any, np.ndarray]] = field(default_factory=dict)
+
+    def move(self, c: Candidate, row: int, delta: int) -> None:
+        """A matching device on ``row`` became free (+1) or taken (-1), or came (+1) or went (-1) free."""
+        self.free[row] += delta
+        for attr, values in self.by_attribute.items():
+            v = c.device.attribute(c.id[0], attr)
+            if v is not None:
+                col = values.get(v)
+                if col is None:
+                    col = values[v] = np.zeros(len(self.free), dtype=np.int32)
+                col[row] += delta
 
 
 # ---------------------------------------------------------------------------- allocation
@@ -469,6 +482,7 @@ class Devices(Allocation):
         if len(col.free) < self.nodes.cap:   # the node table grew
             col.free = np.concatenate([col.free, np.zeros(self.nodes.cap - len(col.free), dtype=np.int32)])
             col.total = np.concatenate([col.total, np.zeros(self.nodes.cap - len(col.total), dtype=np.int32)])
+            col.by_attribute = {}   # rebuilt at their next use
         return col
 
     def _req_of(self, key: tuple[Any, ...]) -> ExactRequest:
@@ -492,7 +506,7 @@ class Devices(Allocation):
             return
         col.total[row] += 1
         if c.id not in self.in_use:
-            col.free[row] += 1
+            col.move(c, row, +1)
 
     def _uncount(self, col: Column, c: Candidate) -> None:
         if not col.matches.pop(c.id, False) or not c.slice.node_name:
@@ -502,23 +516,45 @@ class Devices(Allocation):
             return
         col.total[row] -= 1
         if c.id not in self.in_use:
-            col.free[row] -= 1
+            col.move(c, row, -1)
 
     def _count(self, d: DeviceID, delta: int) -> None:
         """Device ``d`` went out of use (+1) or into use (-1): every column it matches moves."""
-        node = self._node_of(d)
-        row = self.nodes.index.get(node) if node else None
+        c = self._candidate(d)
+        row = self.nodes.index.get(c.slice.node_name) if c is not None and c.slice.node_name else None
         if row is None:
             return
         for col in self.columns.values():
             if col.matches.get(d) and row < len(col.free):
-                col.free[row] += delta
+                col.move(c, row, delta)  # type: ignore[arg-type]
 
-    def _node_of(self, d: DeviceID) -> str:
+    def _candidate(self, d: DeviceID) -> Candidate | None:
         for c in self._active.get((d[0], d[1]), ()):
             if c.id == d:
-                return c.slice.node_name
-        return ""
+                return c
+        return None
+
+    def free_by_attribute(self, req: ExactRequest, attribute: str) -> dict[Any, np.ndarray]:
+        """For ``req``'s shape: attribute value -> free matching devices with it, per row (built on first use,
+        then kept as devices change hands)."""
+        col = self.column(req)
+        values = col.by_attribute.get(attribute)
+        if values is None or any(len(a) < len(col.free) for a in values.values()):
+            values = col.by_attribute[attribute] = {}
+            for pools in self.by_node.values():
+                for cands in pools.values():
+                    for c in cands:
+                        if not col.matches.get(c.id) or c.id in self.in_use:
+                            continue
+                        row = self.nodes.index.get(c.slice.node_name)
+                        v = c.device.attribute(c.id[0], attribute)
+                        if row is None or v is None or row >= len(col.free):
+                            continue
+                        arr = values.get(v)
+                        if arr is None:
+                            arr = values[v] = np.zeros(len(col.free), dtype=np.int32)
+                        arr[row] += 1
+        return values
 
     def _drop_columns(self, which: Callable[[tuple[Any, ...]], bool]) -> None:
         self.version += 1
