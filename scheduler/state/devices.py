@@ -173,6 +173,7 @@ class Devices(Allocation):
         self._api_holders: dict[DeviceID, set[str]] = {}    # device -> claims the informer shows holding it
         # pods not placed yet that name a claim, by claim key: a claim's event concerns them (and its owner)
         self.naming: dict[str, set[str]] = {}
+        self._row_of: dict[str, int] = {}                  # node -> the row its devices are counted on
         self._named_by: dict[str, tuple[str, ...]] = {}
         # pools: (driver, pool) -> slice name -> slice; and the candidates the pool gives now
         self._pools: dict[tuple[str, str], dict[str, ResourceSlice]] = {}
@@ -365,13 +366,40 @@ class Devices(Allocation):
             self._pools.pop((s.driver, s.pool), None)
         self._pool_changed((s.driver, s.pool))
 
+    def _row(self, node: str) -> int | None:
+        """The row a node's devices are counted on (kept until the node changes, see node_changed)."""
+        row = self._row_of.get(node)
+        if row is None:
+            row = self.nodes.index.get(node)
+            if row is not None:
+                self._row_of[node] = row
+        return row
+
     def node_changed(self, name: str) -> None:
-        """A node was added or removed: its row's counts are rebuilt (rows follow names, and a freed row may
-        go to another node). Only when it has devices."""
-        if name not in self.by_node:
+        """A node was added or removed: its devices' counts move from the row they were on to its row now
+        (none when it is gone; a freed row may go to another node). Only its own devices move."""
+        old = self._row_of.get(name)
+        new = self.nodes.index.get(name)
+        if old == new:
             return
-        self.version += 1
-        self.columns.clear()   # rebuilt on next use: nodes with devices come and go far less often than pods
+        if new is None:
+            self._row_of.pop(name, None)
+        else:
+            self._row_of[name] = new
+        pools = self.by_node.get(name)
+        if not pools:
+            return
+        for col in self.columns.values():
+            for cands in pools.values():
+                for c in cands:
+                    if not col.matches.get(c.id):
+                        continue
+                    free = c.id not in self.in_use
+                    for row, delta in ((old, -1), (new, +1)):
+                        if row is not None and row < len(col.total):
+                            col.total[row] += delta
+                            if free:
+                                col.move(c, row, delta)
 
     def _pool_changed(self, key: tuple[str, str]) -> None:
         self.version += 1
@@ -501,7 +529,7 @@ class Devices(Allocation):
         if not c.slice.node_name:
             col.network = True
             return
-        row = self.nodes.index.get(c.slice.node_name)
+        row = self._row(c.slice.node_name)
         if row is None or row >= len(col.total):
             return
         col.total[row] += 1
@@ -511,7 +539,7 @@ class Devices(Allocation):
     def _uncount(self, col: Column, c: Candidate) -> None:
         if not col.matches.pop(c.id, False) or not c.slice.node_name:
             return
-        row = self.nodes.index.get(c.slice.node_name)
+        row = self._row(c.slice.node_name)
         if row is None or row >= len(col.total):
             return
         col.total[row] -= 1
@@ -521,7 +549,7 @@ class Devices(Allocation):
     def _count(self, d: DeviceID, delta: int) -> None:
         """Device ``d`` went out of use (+1) or into use (-1): every column it matches moves."""
         c = self._candidate(d)
-        row = self.nodes.index.get(c.slice.node_name) if c is not None and c.slice.node_name else None
+        row = self._row(c.slice.node_name) if c is not None and c.slice.node_name else None
         if row is None:
             return
         for col in self.columns.values():
@@ -546,7 +574,7 @@ class Devices(Allocation):
                     for c in cands:
                         if not col.matches.get(c.id) or c.id in self.in_use:
                             continue
-                        row = self.nodes.index.get(c.slice.node_name)
+                        row = self._row(c.slice.node_name)
                         v = c.device.attribute(c.id[0], attribute)
                         if row is None or v is None or row >= len(col.free):
                             continue

@@ -482,3 +482,16 @@ def test_a_claims_own_event_concerns_the_pods_that_name_it_and_its_owner_only() 
     freed = parse_resource_claim(claim_obj("y"))
     held = parse_resource_claim(claim_obj("y", allocated_on="n1", reserved=("q",)))
     assert hint(pod(named("z"), uid="e"), held, freed) == 1, "a deallocated claim's devices may serve anyone"
+
+
+def test_a_node_that_comes_after_its_slice_and_goes_moves_only_its_own_counts() -> None:
+    env = Env(claim_obj("x", count=2), slices=tuple(slice_obj(n) for n in NODES) + (slice_obj("n4"),))
+    assert env.run(pod(named("x")))[2] == FITS   # n4's slice has no node yet: not a row
+    env.cache.add_node(parse_node(node_obj("n4")))
+    env.cache.devices.node_changed("n4")
+    assert env.run(pod(named("x")))[2] == {**FITS, "n4": None}
+    env.cache.remove_node("n1")
+    env.cache.devices.node_changed("n1")
+    env.cache.add_node(parse_node(node_obj("n5")))   # may take n1's freed row: no devices come with it
+    env.cache.devices.node_changed("n5")
+    assert env.run(pod(named("x")))[2] == {"n2": None, "n3": None, "n4": None, "n5": CANNOT_ALLOCATE}
