@@ -357,7 +357,10 @@ class EventHandlers:
         c = parse_resource_claim(obj)
         devices = self.cache.devices
         old = devices.set_claim(c)
-        freed = old is not None and old.allocation is not None and c.allocation is None
+        # freed in the view the cycle reads: an informer update older than what PreBind wrote and assumed (the
+        # finalizer's, before the allocation's) frees nothing
+        now = devices.claim(c.namespace, c.name)
+        freed = old is not None and old.allocation is not None and (now is None or now.allocation is None)
         self.queue.on_event(ClusterEvent(Resource.RESOURCE_CLAIM, ActionType.UPDATE, "ResourceClaimUpdate"), old, c,
                             only=None if freed else devices.concerned(c))
 

@@ -495,3 +495,22 @@ def test_a_node_that_comes_after_its_slice_and_goes_moves_only_its_own_counts() 
     env.cache.add_node(parse_node(node_obj("n5")))   # may take n1's freed row: no devices come with it
     env.cache.devices.node_changed("n5")
     assert env.run(pod(named("x")))[2] == {"n2": None, "n3": None, "n4": None, "n5": CANNOT_ALLOCATE}
+
+
+def test_an_informer_update_older_than_what_pre_bind_wrote_frees_nothing() -> None:
+    """The finalizer's update arrives after PreBind assumed the allocation: the claim still holds its device
+    (and the event handlers do not offer a freed device to every waiting pod)."""
+    env = Env(claim_obj("x"))
+    state = CycleState()
+    p = pod(named("x"), uid="a")
+    env.run(p, state)
+    env.plugin.reserve(state, p, "n1")
+    assert asyncio.run(env.plugin.pre_bind(state, p, "n1")).is_success()
+    devices = env.cache.devices
+    held = dict(devices.in_use)
+    older = copy.deepcopy(env.client.claims["ns/x"])
+    older["metadata"]["resourceVersion"] = "6"   # the finalizer's version: no allocation yet
+    older["status"] = {}
+    devices.set_claim(parse_resource_claim(older))
+    assert devices.claim("ns", "x").allocation is not None
+    assert devices.in_use == held and held
