@@ -215,7 +215,8 @@ class GroupCycle(ScheduleOne):
         t = self._try_all(fw, key, members)
         if self._ended(fw, key, members, t, post_filter=True):   # a member beyond the quorum: as any pod
             return
-        self._take_back(fw, t.placed)
+        with gang.trying(key):   # a try taken back: its Unreserve does not speak for the gang (reject_gang does)
+            self._take_back(fw, t.placed)
         first, *rest = t.failed
         st = self._report(fw, first)
         if self.preemption.is_preempting(first.qi.uid):

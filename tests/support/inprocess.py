@@ -156,7 +156,8 @@ class InProcess:
                                     "metadata": {"name": name, "namespace": NS, "uid": f"pg-{name}"}}, native=True)
 
     def pod(self, name: str, group: str = "", cpu: str = "1", selector: dict[str, str] | None = None,
-            claims: tuple[str, ...] = (), labels: dict[str, str] | None = None) -> dict[str, Any]:
+            claims: tuple[str, ...] = (), labels: dict[str, str] | None = None, gated: bool = False,
+            resource_claims: tuple[str, ...] = ()) -> dict[str, Any]:
         spec: dict[str, Any] = {
             "schedulerName": self.profile,
             "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
@@ -167,6 +168,10 @@ class InProcess:
         if claims:
             spec["volumes"] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": c}}
                                for i, c in enumerate(claims)]
+        if gated:
+            spec["schedulingGates"] = [{"name": "example.com/later"}]
+        if resource_claims:
+            spec["resourceClaims"] = [{"name": f"rc{i}", "resourceClaimName": c} for i, c in enumerate(resource_claims)]
         obj = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}-{next(self._uids)}",
                             "resourceVersion": self.api.rv(), "labels": labels or {"app": group or name},
@@ -175,6 +180,15 @@ class InProcess:
         self.api.objects[f"/api/v1/namespaces/{NS}/pods/{name}"] = obj
         self.s.on_pod_add(obj)
         return obj
+
+    def ungate(self, name: str) -> None:
+        """Remove the pod's schedulingGates, as its controller would."""
+        path = f"/api/v1/namespaces/{NS}/pods/{name}"
+        old = self.api.objects[path]
+        new = {**old, "metadata": {**old["metadata"], "resourceVersion": self.api.rv()},
+               "spec": {k: v for k, v in old["spec"].items() if k != "schedulingGates"}}
+        self.api.objects[path] = new
+        self.s.on_pod_update(old, new)
 
     def delete_pod(self, name: str) -> None:
         obj = self.api.objects.pop(f"/api/v1/namespaces/{NS}/pods/{name}")

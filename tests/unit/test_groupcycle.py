@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler import groupcycle
-from tests.support.inprocess import ZONE, InProcess
+from tests.support.inprocess import NS, ZONE, InProcess
 
 WAITING = ("pod group is unschedulable, waiting for minCount pods from a gang to be scheduled, one or more plugins "
            "asked to wait and no plugin rejected pod")
@@ -111,6 +111,37 @@ async def test_a_member_whose_claim_is_missing_says_so_and_its_gang_binds_within
     env.claim("data")   # the hint for the claim's creation requeues the member, and its gang with it
     await env.advance(1)   # one backoff (podInitialBackoffSeconds)
     assert env.bound("reader", "helper") == {"reader": "z2-a", "helper": "z2-a"}
+
+
+def device_claim(env: InProcess, name: str) -> None:
+    """A ResourceClaim allocated no device, on any node: it only gates its pod until it exists."""
+    env.s.on_resource_claim_add({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                                 "metadata": {"name": name, "namespace": NS, "uid": f"claim-{name}",
+                                              "resourceVersion": env.api.rv()},
+                                 "spec": {"devices": {"requests": []}},
+                                 "status": {"allocation": {"devices": {"results": []}}}})
+
+
+async def test_a_member_that_fits_and_is_taken_back_does_not_reject_its_waiting_sibling_in_its_own_words(env) -> None:
+    # the first member is tried alone and waits at Permit; the next two, whose ResourceClaims the resourceclaim
+    # controller creates later, are tried together: one fits, one fits nowhere. The one that fit is taken back
+    # (a try, unreported), and the waiting member is rejected with the gang's words, as when all three are tried
+    # together (CI found "rejection in Unreserve: Pod b ... gave up its node" on it: the take-back ran outside
+    # the try, and its Unreserve rejected the waiting member first)
+    env.node("n0", cpu="2")
+    env.native_group("g", 3)
+    for name, cpu in (("b", "1"), ("huge", "64")):
+        env.pod(name, "g", cpu=cpu, resource_claims=(f"claim-{name}",))
+    env.pod("a", "g")
+    await env.settle()
+    assert env.message("a") == "" and env.where("a") == "inflight", "waiting at Permit"
+    assert env.where("b") == env.where("huge") == "gated", "their claims do not exist yet"
+    device_claim(env, "claim-b")
+    device_claim(env, "claim-huge")
+    await env.settle()
+    assert env.message("a") == env.message("b") == WAITING, (env.message("a"), env.message("b"))
+    assert env.message("huge").startswith("0/1 nodes are available: 1 Insufficient cpu."), env.message("huge")
+    assert not env.api.binds and not env.s.cache.pods
 
 
 # ---------------------------------------------------------------------------- all or nothing through PreBind
