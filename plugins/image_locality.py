@@ -14,6 +14,7 @@ taken as the node reports them.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -29,6 +30,7 @@ MIN_THRESHOLD = 23 * MB
 MAX_CONTAINER_THRESHOLD = 1000 * MB
 
 
+@functools.lru_cache(maxsize=4096)
 def normalized_image_name(name: str) -> str:
     """normalizedImageName: append ":latest" when the last ':' is not after the last '/'."""
     if name.rfind(":") <= name.rfind("/"):
@@ -59,10 +61,14 @@ class ImageLocality:
     def score(self, state: CycleState, pod: Pod, nodes: NodeTable, rows: np.ndarray) -> np.ndarray:
         """int64[k] in 0..100; already normalized, as upstream (no ScoreExtensions)."""
         total_nodes = len(nodes)
+        cols = [nodes.image_size(normalized_image_name(image)) for image in pod.images] if total_nodes else []
         sums = np.zeros(len(rows), dtype=np.int64)
+        if not any(col is not None for col in cols):
+            # no node reports any of the images (scheduler_perf's pods; most pods of a fresh cluster): every
+            # sum is 0, which calculatePriority clamps to the minimum, score 0
+            return sums
         if total_nodes:
-            for image in pod.images:  # containers, not nodes
-                col = nodes.image_size(normalized_image_name(image))
+            for col in cols:  # containers, not nodes
                 if col is None:
                     continue
                 # rows of removed nodes are zeroed, so this counts the nodes holding the image

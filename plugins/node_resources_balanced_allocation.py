@@ -211,6 +211,7 @@ class NodeResourcesBalancedAllocation:
         self.handle = handle
         self.resources = tuple(r.name for r in self.args.resources)
         self._scratch = Scratch()
+        self._requests: dict[tuple, _BalanceRequest | None] = {}   # balance_request per shape (NodeResourcesFit's)
 
     def pod_requests(self, pod: Pod) -> list[int]:
         """calculatePodResourceRequestList with useRequested: plain requests, no non-zero defaults."""
@@ -219,6 +220,15 @@ class NodeResourcesBalancedAllocation:
     def balance_request(self, pod: Pod, nodes: "NodeTable") -> _BalanceRequest | None:
         """The columns to score for this pod, or None for a pod requesting none of the resources."""
         requests = self.pod_requests(pod)
+        key = (len(nodes.resource_index), *requests)
+        if key in self._requests:
+            return self._requests[key]
+        if len(self._requests) >= 1024:
+            self._requests.clear()
+        out = self._requests[key] = self._build(requests, nodes)
+        return out
+
+    def _build(self, requests: list[int], nodes: "NodeTable") -> _BalanceRequest | None:
         if not any(requests):
             return None
         cols, amounts = [], []
@@ -230,7 +240,9 @@ class NodeResourcesBalancedAllocation:
                     cols.append(col)
                     amounts.append(amount)
             # other names (pods, unknown) have no allocatable in NodeInfo and are never scored
-        return _BalanceRequest(np.array(cols, dtype=np.int64), np.array(amounts, dtype=np.int64)[:, None])
+        out = _BalanceRequest(np.array(cols, dtype=np.int64), np.array(amounts, dtype=np.int64)[:, None])
+        out.cols.flags.writeable = out.pod_requests.flags.writeable = False   # shared by the pods of a shape
+        return out
 
     def pre_score(self, state: CycleState, pod: Pod, nodes: "NodeTable", rows: np.ndarray) -> Status:
         req = self.balance_request(pod, nodes)

@@ -450,6 +450,8 @@ class NodeResourcesFit:
         self.resources = strategy.resources
         self._lut: np.ndarray | None = None        # float64[101] for RequestedToCapacityRatio
         self._scratch = Scratch()
+        # score_request per pod shape: pods of one template ask alike, and building one is ~7 small arrays
+        self._score_requests: dict[tuple, _ScoreRequest] = {}
         if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
             if strategy.requested_to_capacity_ratio is None or not strategy.requested_to_capacity_ratio.shape:
                 raise ConfigError(f"{NAME}: scoringStrategy.requestedToCapacityRatio.shape: Required value")
@@ -581,7 +583,21 @@ class NodeResourcesFit:
         return _OK
 
     def score_request(self, pod: Pod, nodes: "NodeTable") -> _ScoreRequest:
-        """Per configured resource: its columns, where the node's requested amount comes from, the pod's share."""
+        """Per configured resource: its columns, where the node's requested amount comes from, the pod's share.
+
+        Kept per shape (what the pod asks of the scored resources, and the table's columns, which only
+        grow); a shared request is read, never written."""
+        reqs = pod.requests
+        key = (pod.nonzero_cpu, pod.nonzero_memory, len(nodes.resource_index),
+               *[reqs.get(spec.name, 0) for spec in self.resources])
+        hit = self._score_requests.get(key)
+        if hit is None:
+            if len(self._score_requests) >= 1024:
+                self._score_requests.clear()
+            hit = self._score_requests[key] = self._build_score_request(pod, nodes)
+        return hit
+
+    def _build_score_request(self, pod: Pod, nodes: "NodeTable") -> _ScoreRequest:
         cols, nz_terms, nz_cols, rq_terms, rq_cols, amounts, weights = [], [], [], [], [], [], []
         index = nodes.resource_index
         for spec in self.resources:
@@ -606,7 +622,9 @@ class NodeResourcesFit:
             weights.append(spec.weight)
 
         def arr(x: list[int]) -> np.ndarray:
-            return np.array(x, dtype=np.int64)
+            a = np.array(x, dtype=np.int64)
+            a.flags.writeable = False   # shared by the pods of a shape
+            return a
 
         return _ScoreRequest(arr(cols), arr(nz_terms), arr(nz_cols), arr(rq_terms), arr(rq_cols),
                              arr(amounts)[:, None], Weights.of(weights))
