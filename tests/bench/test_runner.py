@@ -57,7 +57,7 @@ def expected_measured(workload) -> int:
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 26 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
+    assert len(SMOKE) == 27 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
 @pytest.mark.parametrize("name", SMOKE)
@@ -95,6 +95,18 @@ def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent(text))
     return path
+
+
+async def test_daemonset_pods_all_land_on_the_one_node_their_affinity_names_as_upstreams(tmp_path):
+    workload = find_workload(WORKLOADS, "SchedulingDaemonset/Smoke")
+    recorder = Recorder()
+    async with open_target(None, tmp_path) as target:
+        async with start_scheduler(None, target.kubeconfig, tmp_path):
+            await run_workload(workload, target, SCHEDULER, recorder, timeout=30)
+        nodes = (await target.client.list("/api/v1/nodes"))["items"]
+    measured = recorder.measured()
+    assert len(measured) == 10 and {p.node for p in measured} == {"scheduler-perf-node"}
+    assert len(nodes) == 6 and "scheduler-perf-node" in {n["metadata"]["name"] for n in nodes}
 
 
 class CountingPause:
