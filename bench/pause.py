@@ -14,8 +14,8 @@ The hazard, which the numbers include: a stopped scheduler reads none of
 its watches, and kube-apiserver's watch cache terminates a watcher whose
 buffer stays full ("Forcing watcher close due to unresponsiveness"), so the
 scheduler may find its pod watch closed when it resumes and re-list the
-pods, which is counted in its CPU. The run's log and the scheduler's
-request counts (a second LIST of pods) show when that happened.
+pods, which is counted in its CPU (tandem's GETs in the summary's
+requests line then include the second list).
 
 :class:`SchedulerPause` is what the runner is given (bench/runner.py's
 ``Pause``): ``hold`` before the creates, ``release`` after them, in a
