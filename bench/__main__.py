@@ -12,6 +12,12 @@ one-screen summary and writes JSON + PNG (see bench/report.py).
 the summary can say which fraction of the target's own ceiling the
 scheduler reached.
 
+Every scheduler process it starts, and every one given with ``--pid``, is
+sampled (RSS, CPU; children included) and, with ``--pause-while-creating``
+(the default against ``--kubeconfig`` when there is such a process), stopped
+while the measured pods are created and resumed once they all exist, so that
+its CPU per pod counts from the resume to the last bind (bench/pause.py).
+
 ``compare`` measures two schedulers (or two configs) on the same workload,
 alternating A, B, A, B... each on a fresh target, so that drift of the
 machine (thermal, other load) hits both alike; it prints the per-run
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import shlex
@@ -339,6 +346,7 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
     """Run ``workload`` once against a fresh target with ``spec`` scheduling: (RunMetrics, attempt-latency note)."""
     from bench.consolidation import moves, parse_scrape
     from bench.metrics import EdgeRecorder, ProcessSampler, WindowScraper, collect
+    from bench.pause import SchedulerPause
     from bench.runner import run_workload
     from bench.target import open_target
 
@@ -355,20 +363,28 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
         async with open_target(kubeconfig, workdir, sim_args, agent=uses_controllers(workload)) as target:
             async with serve(spec, target, workdir, probe=getattr(args, "fine_attempts", False)) as served:
                 recorder = EdgeRecorder(scheduler_name=served.name)
-                sampler = ProcessSampler(served.pid) if served.pid else None
+                pids = [*([served.pid] if served.pid else []), *(getattr(args, "pid", None) or [])]
+                sampler = ProcessSampler(pids) if pids else None
                 scraper = WindowScraper(recorder, served.metrics_url, extra=parse_scrape) \
                     if served.metrics_url else None
+                pause = SchedulerPause(pids, recorder, sampler, before=scraper.settled if scraper else None) \
+                    if pausing(args, pids) else None
                 if sampler is not None:
                     sampler.start()
+                    # a sample at each window's edges: the closing one comes just after the last bind, so the CPU
+                    # at that bind is interpolated over milliseconds, not over the sampling interval
+                    recorder.listeners.append(lambda _opening, _t: sampler.sample())
                 if scraper is not None:
                     await scraper.start()
                 profilers = _profilers(args, served.pid, target.sim_process, recorder)
                 attempt = None
                 requests: tuple[dict[str, float], float | None] = ({}, None)
                 try:
-                    with ProgressBar(desc) as bar:
+                    # the pause resumes what it stopped on every way out, a failed run's too
+                    with ProgressBar(desc) as bar, pause or contextlib.nullcontext():
                         await _unless_it_dies(served.proc, run_workload(
-                            workload, target, served.name, recorder, progress=bar, timeout=args.timeout))
+                            workload, target, served.name, recorder, progress=bar, timeout=args.timeout,
+                            pause=pause))
                 finally:
                     if scraper is not None:
                         attempt = await scraper.stop()
@@ -403,6 +419,23 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
     finally:
         if ok:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def pausing(args: argparse.Namespace, pids: Sequence[int]) -> bool:
+    """Stop the scheduler processes while the measured pods are created? ``--pause-while-creating`` says; by
+    default yes against ``--kubeconfig`` (a real server's creates compete with the scheduler for the machine),
+    no on the simulated cluster; never without a process to stop."""
+    wanted = getattr(args, "pause_while_creating", None)
+    return bool(pids) and (bool(args.kubeconfig) if wanted is None else wanted)
+
+
+def check_pids(pids: Sequence[int]) -> None:
+    """``--pid``: each must name a running process of this machine."""
+    import psutil
+
+    for pid in pids:
+        if pid <= 0 or not psutil.pid_exists(pid):
+            raise UsageError(f"--pid {pid}: no such process")
 
 
 def _profilers(args: argparse.Namespace, scheduler_pid: int | None, sim: Any, recorder: Any) -> list[Any]:
@@ -479,12 +512,17 @@ async def cmd_run(args: argparse.Namespace, argv: Sequence[str]) -> int:
             raise UsageError(f"nothing serves {spec.name!r} on the embedded simulated cluster: pass "
                              "--start-scheduler CONFIG|default, --baseline, or --kubeconfig of a cluster "
                              "where that scheduler runs")
+    check_pids(args.pid)
+    if args.pause_while_creating and spec.kind in ("baseline", "external") and not args.pid:
+        raise UsageError("--pause-while-creating needs a scheduler process to stop: --start-scheduler, "
+                         "--start-kube-scheduler or --pid")
     workload = load_workload(args.workloads_dir, args.workload, parse_params(args.param))
     if (args.py_spy or args.py_spy_cluster) and find_py_spy() is None:
         raise UsageError("--py-spy: no py-spy on PATH nor at $TANDEM_BENCH_PY_SPY (pip install py-spy, or "
                          "pip install --target DIR py-spy and set TANDEM_BENCH_PY_SPY=DIR/bin/py-spy)")
     meta = _metadata(argv, workload, args)
     meta["scheduler"] = _spec_meta(spec)
+    meta["pids"] = list(args.pid)
 
     ceiling = None
     if args.measure_ceiling and spec.kind != "baseline":
@@ -548,7 +586,8 @@ async def cmd_compare(args: argparse.Namespace, argv: Sequence[str]) -> int:
     print(f"{workload.full_name}: A = {a.label}, B = {b.label}; throughput = {basis}")
     for (i, side, spec, m), v in zip(runs, values):
         t = "-" if v is None else f"{v:.1f} pods/s"
-        print(f"  run {i}  {side}  {spec.label:<28} {t:>14}   bound {m.bound}/{m.measured}")
+        cpu = "" if m.cpu_per_pod is None else f"   CPU {m.cpu_per_pod * 1e3:.2f} ms a pod ({m.cpu_basis})"
+        print(f"  run {i}  {side}  {spec.label:<28} {t:>14}   bound {m.bound}/{m.measured}{cpu}")
     ratios = []
     for i in range(args.runs):
         va, vb = values[2 * i], values[2 * i + 1]
@@ -588,6 +627,13 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help=f"where the JSON and PNG go (default: {DEFAULT_OUTPUT})")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="give up on a run after S seconds (default: 600)")
+    p.add_argument("--pause-while-creating", action=argparse.BooleanOptionalAction, default=None,
+                   help="stop the scheduler processes (SIGSTOP, children included) while a measured createPods "
+                        "op creates its pods and resume them (SIGCONT) once all exist; CPU per pod then counts "
+                        "from the resume to the last bind (default: on with --kubeconfig when tandem-bench "
+                        "starts a scheduler or is given --pid, else off). A stopped scheduler reads none of its "
+                        "watches: kube-apiserver may close its pod watch as unresponsive and the scheduler then "
+                        "re-lists after resuming, which is counted")
     p.add_argument("--fine-attempts", action="store_true",
                    help="start tandem through bench.probe: its scheduling attempts also counted per profile in "
                         "buckets 4.4%% apart, so the summary gives exact-enough p50/p99 below 1 ms")
@@ -604,6 +650,8 @@ def parser() -> argparse.ArgumentParser:
                "  tandem-bench run GangBasic/500Nodes --kubeconfig ~/.kube/config --scheduler-name tandem-scheduler\n"
                "  tandem-bench run SchedulingWithResourceClaimTemplate/500Nodes --kubeconfig K "
                "--start-kube-scheduler /path/to/kube-scheduler\n"
+               "  tandem-bench run SchedulingBasic/5000Nodes --kubeconfig K --scheduler-name default-scheduler "
+               "--pid 4242\n"
                "  tandem-bench compare default config/binpack.yaml MixedSchedulingBasePod/500Nodes --runs 5\n"
                "\nexit codes: 0 done, 1 a run failed, 2 usage, workload or scheduler-config error")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -623,6 +671,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--scheduler-name", metavar="NAME",
                    help=f"schedulerName of the measured pods (default: the started scheduler's, else "
                         f"{DEFAULT_SCHEDULER})")
+    r.add_argument("--pid", type=int, action="append", default=[], metavar="PID",
+                   help="also sample this running process (and its children) as the scheduler's, e.g. a "
+                        "kube-scheduler started by hand; paused with the others (repeatable)")
     r.add_argument("--measure-ceiling", action="store_true",
                    help="first run the baseline binder on a fresh target and report throughput as a fraction of it")
     r.add_argument("--py-spy", metavar="FILE",

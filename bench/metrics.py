@@ -23,7 +23,12 @@ results from tandem-bench can be read by the same tools:
   bound (:func:`e2e_latencies`). It includes the API server's and the
   watch's delays and the time the pod waited in the scheduler's queue, as
   a user would see them.
-* Scheduler **RSS peak** and **CPU seconds** (:class:`ProcessSampler`).
+* Scheduler **RSS peak** and **CPU seconds** (:class:`ProcessSampler`), and
+  **CPU per pod**: the scheduler's CPU seconds over :func:`cpu_window`
+  divided by the measured pods bound. When the scheduler was paused while
+  the measured pods were created (bench/pause.py) the window runs from the
+  resume to the last measured bind, else from the first collecting start;
+  the rate over that same window is reported beside it.
 
 This module never talks to the API server and never prints; its only I/O
 is the scrape of a scheduler's /metrics and reading /proc through psutil.
@@ -38,7 +43,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 import aiohttp
 import numpy as np
@@ -447,6 +452,11 @@ class WindowScraper:
             finally:
                 self._edges.task_done()
 
+    async def settled(self) -> None:
+        """Until every window edge seen so far has been scraped: a scheduler about to be paused (bench/pause.py)
+        must have answered the opening scrape first."""
+        await self._edges.join()
+
     async def stop(self) -> dict[str, Histogram]:
         """Close a window still open (or count the whole run when none opened); the summed histograms."""
         if isinstance(self.recorder, EdgeRecorder) and self._edge in self.recorder.listeners:
@@ -472,37 +482,38 @@ class WindowScraper:
 
 
 class ProcessSampler:
-    """RSS and CPU seconds of a local process (and its children) every ``interval`` seconds.
+    """RSS and CPU seconds of local processes (and their children) every ``interval`` seconds.
 
-    :attr:`rss_peak` is the largest RSS seen (bytes, the process tree
-    summed); :attr:`cpu_seconds` is the user+system CPU time spent between
+    ``pids``: one process or several (a started scheduler and those given
+    with ``--pid``); every sample sums their trees, each process counted
+    once. :attr:`rss_peak` is the largest RSS seen (bytes, summed);
+    :attr:`cpu_seconds` is the user+system CPU time spent between
     :meth:`start` and :meth:`stop` (both take a sample, so a run shorter
-    than one interval is still measured). A process that exits ends the
-    sampling quietly. Runs as a task on the caller's loop: sampling costs a
-    few /proc reads.
+    than one interval is still measured; so can a caller, with
+    :meth:`sample`, at a moment that matters). When every process has
+    exited the sampling ends quietly. Runs as a task on the caller's loop:
+    sampling costs a few /proc reads.
     """
 
-    def __init__(self, pid: int, interval: float = 0.5) -> None:
-        self.pid = pid
+    def __init__(self, pids: int | Sequence[int], interval: float = 0.5) -> None:
+        self.pids = (pids,) if isinstance(pids, int) else tuple(pids)
         self.interval = interval
         self.rss_peak = 0
         self.samples: list[tuple[float, int, float]] = []   # (time.time(), rss bytes, cpu seconds so far)
-        self._proc = psutil.Process(pid)
+        self._procs = [psutil.Process(pid) for pid in self.pids]
         self._cpu0: float | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def _tree(self) -> list[psutil.Process]:
-        procs = [self._proc]
-        with contextlib.suppress(psutil.Error):
-            procs.extend(self._proc.children(recursive=True))
-        return procs
+    def tree(self) -> list[psutil.Process]:
+        """The processes and all their descendants now, each once, parents before their children."""
+        return process_trees(self._procs)
 
     def sample(self) -> bool:
-        """Take one sample now; False when the process is gone."""
+        """Take one sample now; False when every process is gone."""
         rss = 0
         cpu = 0.0
         alive = False
-        for p in self._tree():
+        for p in self.tree():
             try:
                 with p.oneshot():
                     rss += p.memory_info().rss
@@ -544,7 +555,7 @@ class ProcessSampler:
 
     def start(self) -> None:
         self.sample()
-        self._task = asyncio.create_task(self._run(), name=f"process-sampler:{self.pid}")
+        self._task = asyncio.create_task(self._run(), name=f"process-sampler:{','.join(map(str, self.pids))}")
 
     async def _run(self) -> None:
         while True:
@@ -559,6 +570,82 @@ class ProcessSampler:
                 await self._task
             self._task = None
         self.sample()
+
+
+def process_trees(roots: Sequence[psutil.Process]) -> list[psutil.Process]:
+    """``roots`` and their descendants as they are now, each process once, every parent before its children."""
+    seen: set[int] = set()
+    out: list[psutil.Process] = []
+    for root in roots:
+        family = [root]
+        with contextlib.suppress(psutil.Error):
+            family.extend(root.children(recursive=True))
+        for p in family:
+            if p.pid not in seen:
+                seen.add(p.pid)
+                out.append(p)
+    return out
+
+
+class CpuSamples(Protocol):
+    """What :func:`collect` reads of a :class:`ProcessSampler` (a test gives a fake)."""
+
+    @property
+    def rss_peak(self) -> int: ...
+
+    @property
+    def cpu_seconds(self) -> float | None: ...
+
+    def cpu_between(self, start: float, end: float) -> float | None: ...
+
+
+# ---------------------------------------------------------------------------- CPU per pod
+
+RESUMED = "resume to last bind"
+COLLECTING = "collecting start to last bind"
+
+
+@dataclass(frozen=True, slots=True)
+class CpuWindow:
+    """The span CPU per pod is counted over: ``start`` to ``end`` (the last measured bind), wall seconds.
+
+    ``running`` is how much of it the scheduler was not stopped (pauses of
+    later measured ops inside it are left out); ``basis`` names the start:
+    :data:`RESUMED` or :data:`COLLECTING`.
+    """
+
+    start: float
+    end: float
+    running: float
+    basis: str
+
+
+def cpu_window(windows: Sequence[tuple[float, float | None]], pauses: Sequence[tuple[float, float | None]],
+               last_bound: float | None) -> CpuWindow | None:
+    """Where CPU per pod is counted, from a run's collecting windows, its pauses and its last measured bind.
+
+    With pauses (the scheduler stopped while a measured op created its
+    pods) the window starts at the first resume: the pods were all there
+    then, and what the scheduler spent while they were being created (a
+    cost of the API server's pace, not of scheduling) is not counted.
+    Without, it starts when collecting first started, as before pausing
+    existed. Either way it ends at the last measured bind. None when
+    nothing was bound after the start.
+    """
+    if last_bound is None:
+        return None
+    resumes = [r for _, r in pauses if r is not None]
+    if resumes:
+        start, basis = min(resumes), RESUMED
+    elif windows:
+        start, basis = windows[0][0], COLLECTING
+    else:
+        return None
+    if last_bound <= start:
+        return None
+    stopped = sum(max(0.0, min(r if r is not None else last_bound, last_bound) - max(s, start))
+                  for s, r in pauses)
+    return CpuWindow(start, last_bound, max(0.0, last_bound - start - stopped), basis)
 
 
 # ---------------------------------------------------------------------------- one run's results
@@ -577,11 +664,13 @@ class RunMetrics:
     measured: int = 0                               # pods created while collecting
     bound: int = 0                                  # of those, bound
     window_seconds: float = 0.0                     # time spent collecting
-    rss_peak: int | None = None                     # bytes
-    cpu_seconds: float | None = None
-    # the scheduler's CPU seconds while collecting (first window start to last bind): per measured pod, the figure
-    # that carries to a bigger control plane
+    rss_peak: int | None = None                     # bytes, every sampled process summed
+    cpu_seconds: float | None = None                # whole run
+    # the scheduler's CPU seconds over cpu_window (resume, or first collecting start, to the last bind): per
+    # measured pod, the figure that carries to a bigger control plane
     cpu_window_seconds: float | None = None
+    cpu_basis: str | None = None                    # RESUMED or COLLECTING: where that window starts
+    window_rate: float | None = None                # bound / the seconds the scheduler ran in that window
     overall: float | None = None                    # bound / (last bind - first collecting start); unsampled
     gangs: list[float] = field(default_factory=list)  # per complete gang: last member created -> last bound, s
     # the cluster's cpu in use (bound pods' requests over the run's nodes' allocatable) while gangs waited:
@@ -590,6 +679,11 @@ class RunMetrics:
     requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
     events_dropped: float | None = None             # events its recorder dropped, whole run (tandem only)
     moves: Any = None                               # bench.consolidation.Moves, for a Consolidation workload
+
+    @property
+    def cpu_per_pod(self) -> float | None:
+        """The scheduler's CPU seconds over the CPU window per measured pod bound."""
+        return self.cpu_window_seconds / self.bound if self.cpu_window_seconds is not None and self.bound else None
 
     def throughput_avg(self, sampled: bool | None = None) -> float | None:
         """The headline throughput: SchedulingThroughput's Average, else the overall rate.
@@ -647,14 +741,15 @@ def utilization_during_gang_wait(recorder: Recorder) -> float | None:
 
 
 def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mapping[str, Histogram] | None = None,
-            sampler: ProcessSampler | None = None, now: float | None = None,
+            sampler: CpuSamples | None = None, now: float | None = None,
             interval: float = THROUGHPUT_INTERVAL) -> RunMetrics:
     """Turn a run's raw observations into :class:`RunMetrics`.
 
     Throughput samples are taken per collecting window (a window still open
     ends at the last bind, or ``now``) and concatenated, as scheduler_perf
     runs one throughput collector per window. Without any window, every pod
-    counts and the window is first create to last bind.
+    counts and the window is first create to last bind. The scheduler's CPU
+    is read over :func:`cpu_window`.
     """
     measured = recorder.measured()
     bound_times = [p.bound for p in measured if p.bound is not None]
@@ -679,11 +774,15 @@ def collect(recorder: Recorder, workload: str, scheduler: str, *, attempt: Mappi
                    gang_wait_utilization=utilization_during_gang_wait(recorder))
     if bound_times and windows and last_bound is not None and last_bound > windows[0][0]:
         m.overall = len(bound_times) / (last_bound - windows[0][0])
+    window = cpu_window(windows, recorder.pauses, last_bound)
+    if window is not None:
+        m.cpu_basis = window.basis
+        m.window_rate = len(bound_times) / window.running if window.running > 0 else None
     if sampler is not None:
         m.rss_peak = sampler.rss_peak or None
         m.cpu_seconds = sampler.cpu_seconds
-        if windows and last_bound is not None and last_bound > windows[0][0]:
-            m.cpu_window_seconds = sampler.cpu_between(windows[0][0], last_bound)
+        if window is not None:
+            m.cpu_window_seconds = sampler.cpu_between(window.start, window.end)
     return m
 
 

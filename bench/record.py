@@ -8,7 +8,9 @@ Only pods created while collecting (a createPods op with collectMetrics,
 or between startCollectingMetrics and stopCollectingMetrics) count. Pods a
 controller made (a ReplicaSet's, created with createAny) are kept too, never
 measured, with their owner: when they were bound, when their deletion began
-(an eviction, from the watch) and when they were gone.
+(an eviction, from the watch) and when they were gone. When the scheduler
+was paused while a measured op created its pods (bench/pause.py), the
+pauses are kept too: when it was stopped and when resumed.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class Recorder:
     writes: dict[str, int] = field(default_factory=dict)
     node_cpu: int = 0         # the allocatable millicores of the nodes the run created
     node_zones: dict[str, str] = field(default_factory=dict)   # node -> its topology.kubernetes.io/zone, if any
+    # when the scheduler processes were stopped (SIGSTOP) while a measured op created its pods, and when they
+    # were resumed (bench/pause.py): CPU per pod is counted from the first resume
+    pauses: list[tuple[float, float | None]] = field(default_factory=list)
 
     @property
     def collecting(self) -> bool:
@@ -56,6 +61,13 @@ class Recorder:
     def stop_collecting(self, t: float) -> None:
         if self.collecting:
             self.windows[-1] = (self.windows[-1][0], t)
+
+    def paused(self, t: float) -> None:
+        self.pauses.append((t, None))
+
+    def resumed(self, t: float) -> None:
+        if self.pauses and self.pauses[-1][1] is None:
+            self.pauses[-1] = (self.pauses[-1][0], t)
 
     def created(self, key: str, t: float, measured: bool | None = None, group: str = "", cpu: int = 0) -> None:
         self.pods[key] = PodTimes(t, measured=self.collecting if measured is None else measured, group=group,

@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 import psutil
 
 from bench.consolidation import highest_bound
-from bench.metrics import ATTEMPT_RESULTS, QUANTILES, RunMetrics, comparable_throughputs, histogram_quantiles, \
-    summarize
+from bench.metrics import ATTEMPT_RESULTS, QUANTILES, RESUMED, RunMetrics, comparable_throughputs, \
+    histogram_quantiles, summarize
 
 MiB = 1024 * 1024
 
@@ -108,6 +108,9 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "rss_peak_bytes": m.rss_peak,
         "cpu_seconds": m.cpu_seconds,
         "cpu_window_seconds": m.cpu_window_seconds,
+        "cpu_window": m.cpu_basis,
+        "cpu_per_pod_seconds": m.cpu_per_pod,
+        "window_rate": m.window_rate,
         "api_requests": dict(m.requests),
         "events_dropped": m.events_dropped,
         "consolidation": m.moves.as_dict() if m.moves is not None else None,
@@ -204,6 +207,8 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
     else:
         lines.append("  throughput   no 1 s samples (the run was too short); "
                      f"overall {_num(m.overall)} pods/s")
+    if m.cpu_basis is not None:
+        lines.append("  CPU per pod  " + per_pod_line(m))
     shown = False
     for result in ATTEMPT_RESULTS:
         hist = m.attempt.get(result)
@@ -218,7 +223,8 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         lines.extend(moves_lines(m.moves))
     e = summarize(m.e2e)
     if e:
-        lines.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (created to bound)")
+        paused = "; the pause included" if m.cpu_basis == RESUMED else ""
+        lines.append(f"  e2e          p50 {_ms(e['Perc50'])}  p99 {_ms(e['Perc99'])}  (created to bound{paused})")
     else:
         lines.append("  e2e          - (no measured pod was bound)")
     if m.gangs:
@@ -229,13 +235,9 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
             lines.append(f"  cpu in use while gangs waited: {m.gang_wait_utilization:.0%}")
     if m.rss_peak is not None or m.cpu_seconds is not None:
         rss = "-" if m.rss_peak is None else f"{m.rss_peak / MiB:.1f} MiB"
-        window = ""
-        if m.cpu_window_seconds is not None and m.bound:
-            window = (f"; while collecting {_num(m.cpu_window_seconds)} s, "
-                      f"{m.cpu_window_seconds / m.bound * 1000:.2f} ms a measured pod")
-        lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s (whole run{window})")
+        lines.append(f"  scheduler    RSS peak {rss}  CPU {_num(m.cpu_seconds)} s (whole run)")
     else:
-        lines.append("  scheduler    RSS/CPU - (not a local process started by tandem-bench)")
+        lines.append("  scheduler    RSS/CPU - (not a local process started by tandem-bench nor given with --pid)")
     if m.requests:
         counts = "  ".join(f"{method} {n:,.0f}" for method, n in sorted(m.requests.items(), key=lambda kv: -kv[1]))
         dropped = "" if m.events_dropped is None else f"; events dropped {m.events_dropped:,.0f}"
@@ -243,6 +245,18 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
     if ceiling is not None:
         lines.append("  ceiling      " + ceiling_line(m, ceiling))
     return "\n".join(lines)
+
+
+def per_pod_line(m: RunMetrics) -> str:
+    """CPU per pod and the rate over the same window, e.g. ``1.23 ms (resume to last bind; 12.30 s of CPU),
+    1,000.0 pods/s over the same 10.00 s``."""
+    rate = "-" if m.window_rate is None else f"{m.window_rate:,.1f}"
+    seconds = f"{m.bound / m.window_rate:.2f} s" if m.window_rate else "-"
+    if m.cpu_per_pod is None:
+        cpu = f"- ({m.cpu_basis}; no process sampled)"
+    else:
+        cpu = f"{_ms(m.cpu_per_pod)} ({m.cpu_basis}; {_num(m.cpu_window_seconds, '{:.2f}')} s of CPU)"
+    return f"{cpu}, {rate} pods/s over the same {seconds}"
 
 
 def moves_lines(mv: Any) -> list[str]:

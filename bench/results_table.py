@@ -6,7 +6,11 @@
 One row per workload and scheduler (the newest file wins), with the
 scheduler's throughput as a fraction of the baseline binder's on the same
 workload when both ran. Throughput is the average of 1 s samples when the
-run was long enough to have any, else the overall rate (marked *).
+run was long enough to have any, else the overall rate (marked *). Beside
+it, the scheduler's CPU per measured pod, counted from the resume to the
+last bind when the scheduler was paused while the pods were created, else
+from the collecting start (marked †; runs recorded before pausing existed
+are read so); and its peak RSS.
 
 ``--consolidation``: one row per run of a Consolidation workload, in the order they ran (bench/consolidation.py
 says where each number comes from): the stream's attempt p50 / p99 (its own profile, the probe's fine buckets)
@@ -20,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from bench.metrics import COLLECTING, RESUMED
 
 
 def _row(doc: dict[str, Any]) -> dict[str, Any]:
@@ -40,9 +46,31 @@ def _row(doc: dict[str, Any]) -> dict[str, Any]:
         "e2e_p50": e2e.get("Perc50"),
         "e2e_p99": e2e.get("Perc99"),
         "rss": run.get("rss_peak_bytes"),
+        **_cpu_per_pod(run),
         "command": meta["command"],
         "date": meta["date"][:16].replace("T", " "),
     }
+
+
+def _cpu_per_pod(run: dict[str, Any]) -> dict[str, Any]:
+    """``cpu_per_pod`` (seconds) and ``cpu_window`` of a run; a file written before they were derives them from
+    the CPU while collecting."""
+    per_pod, basis = run.get("cpu_per_pod_seconds"), run.get("cpu_window")
+    if per_pod is None and "cpu_per_pod_seconds" not in run and run.get("cpu_window_seconds") is not None \
+            and run.get("bound_pods"):
+        per_pod, basis = run["cpu_window_seconds"] / run["bound_pods"], COLLECTING
+    return {"cpu_per_pod": per_pod, "cpu_window": basis}
+
+
+def cpu_cell(per_pod: float | None, basis: str | None) -> str:
+    """``1.23 ms``, marked † when counted from the collecting start (the scheduler was not paused)."""
+    if per_pod is None:
+        return "-"
+    return f"{per_pod * 1e3:.2f} ms" + ("" if basis == RESUMED else "†")
+
+
+LEGEND = ("\n\n\\* the overall rate (the run was too short for 1 s samples). "
+          "† CPU counted from the collecting start: the scheduler was not paused while its pods were created.")
 
 
 def table(folder: Path) -> str:
@@ -53,9 +81,10 @@ def table(folder: Path) -> str:
             continue
         r = _row(doc)
         rows[(r["workload"], r["kind"])] = r
-    out = ["| workload | scheduler | pods bound | pods/s avg | p50 / p99 (1 s samples) | of baseline "
-           "| attempt avg | created-to-bound p50 / p99 | RSS | date (UTC) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| workload | scheduler | pods bound | pods/s avg | CPU per pod | p50 / p99 (1 s samples) | of baseline "
+           "| attempt avg | created-to-bound p50 / p99 | RSS peak | date (UTC) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    marked = False
 
     def fmt(v: float | None, digits: int = 0) -> str:
         return "-" if v is None else f"{v:,.{digits}f}"
@@ -76,9 +105,11 @@ def table(folder: Path) -> str:
         e2e = "-" if r["e2e_p50"] is None else f'{r["e2e_p50"]:.2f} s / {r["e2e_p99"]:.2f} s'
         attempt = "-" if r["attempt_avg_ms"] is None else f'{r["attempt_avg_ms"]:.2f} ms'
         rss = "-" if not r["rss"] else f'{r["rss"] / 2**20:.0f} MiB'
-        out.append(f'| {wl} | {r["scheduler"]} | {r["pods"]} | {fmt(rate)}{mark} | {samples} | {frac} | {attempt} '
-                   f'| {e2e} | {rss} | {r["date"]} |')
-    return "\n".join(out)
+        cpu = cpu_cell(r["cpu_per_pod"], r["cpu_window"])
+        marked = marked or bool(mark) or cpu.endswith("†")
+        out.append(f'| {wl} | {r["scheduler"]} | {r["pods"]} | {fmt(rate)}{mark} | {cpu} | {samples} | {frac} '
+                   f'| {attempt} | {e2e} | {rss} | {r["date"]} |')
+    return "\n".join(out) + (LEGEND if marked else "")
 
 
 STREAM_PROFILE = "tandem-stream"

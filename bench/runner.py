@@ -40,6 +40,10 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
   read (bench/consolidation.py). createAny waits for each object's
   ``spec.replicas`` pods to be bound, as createPods waits for its pods.
 
+* Given a :class:`Pause`, a createPods op whose pods are measured (and that
+  creates them at once: not paced, not a steady state) holds it before its
+  first create and releases it once every create has returned, before it
+  waits: bench/pause.py stops the schedulers meanwhile.
 * A createPods op with ``steadyState`` keeps ``count`` pods in flight for its
   duration, as upstream's: once the watch has seen every pod of a batch
   bound, the batch is deleted and the next one created.
@@ -79,7 +83,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 import orjson
 
@@ -103,6 +107,14 @@ WATCH_TIMEOUT = 600         # seconds a single watch request lasts before it is 
 LIST_PAGE = 5000
 
 Progress = Callable[[str, int, int], None]
+
+
+class Pause(Protocol):
+    """Told around a measured createPods op's creates (bench/pause.py stops the schedulers in between)."""
+
+    async def hold(self) -> None: ...
+
+    def release(self) -> None: ...
 
 
 class RunError(RuntimeError):
@@ -343,8 +355,9 @@ def _plural_path(api_version: str, kind: str, namespace: str | None) -> str:
 
 class _Run:
     def __init__(self, workload: Workload, target: Target, scheduler_name: str, recorder: Recorder,
-                 progress: Progress | None, timeout: float) -> None:
+                 progress: Progress | None, timeout: float, pause: Pause | None = None) -> None:
         self.workload = workload
+        self.pause = pause
         self.client = target.client
         self.scheduler_name = scheduler_name
         self.recorder = recorder
@@ -601,9 +614,10 @@ class _Run:
 
     async def _create_pods_and_wait(self, op: Op, namespace: str, pods: list[tuple[str, dict[str, str]]],
                                     make: Callable[[str, dict[str, str]], dict], measured: bool,
-                                    wait: bool, timeout: float | None, per_second: float = 0.0) -> None:
+                                    wait: bool, timeout: float | None, per_second: float = 0.0,
+                                    pause: Pause | None = None) -> None:
         """Create ``pods`` ((name, labels) pairs) in ``namespace``, pod i not before i / ``per_second`` seconds
-        when that is set; then, unless skipped, wait as upstream does."""
+        when that is set, ``pause`` held meanwhile; then, unless skipped, wait as upstream does."""
         keys = [f"{namespace}/{name}" for name, _ in pods]
         for key, (_, labels) in zip(keys, pods):
             self.pods.add(key, namespace, labels)
@@ -652,7 +666,13 @@ class _Run:
             if waiter is None:
                 progress(label, created, total)
 
-        await self._each(op, range(total), one)
+        if pause is not None:
+            await pause.hold()
+        try:
+            await self._each(op, range(total), one)
+        finally:
+            if pause is not None:
+                pause.release()
         if waiter is not None:
             await self._wait(op, waiter, timeout, f"the pods of namespace {namespace} to be scheduled")
 
@@ -728,8 +748,10 @@ class _Run:
         if op.steady_state:
             await self._create_pods_steadily(op, make, labels, prefix, measured)
         else:
+            # a paced stream measures latency at its pace: holding the scheduler would defeat it
+            pause = self.pause if measured and not op.per_second else None
             await self._create_pods_and_wait(op, op.namespace, pods, make, measured, not op.skip_wait, op.timeout,
-                                             op.per_second)
+                                             op.per_second, pause)
         if started:
             self.recorder.stop_collecting(time.time())
 
@@ -1116,7 +1138,8 @@ class _Run:
 
 
 async def run_workload(workload: Workload, target: Target, scheduler_name: str, recorder: Recorder,
-                       progress: Callable[[str, int, int], None] | None = None, timeout: float = 600) -> None:
+                       progress: Callable[[str, int, int], None] | None = None, timeout: float = 600,
+                       pause: Pause | None = None) -> None:
     """Run ``workload``'s ops in order against ``target``, recording every pod's created and bound time.
 
     ``scheduler_name`` fills ``spec.schedulerName`` of every pod whose
@@ -1127,9 +1150,11 @@ async def run_workload(workload: Workload, target: Target, scheduler_name: str, 
     created; for createNodes, nodes created; for barrier, pods settled; for
     deletePods, pods deleted. ``op_label`` reads ``op 2 (createPods)``.
     ``timeout`` (seconds) bounds each wait of an op that sets no timeout of
-    its own. Raises :class:`RunError` when an op fails or times out.
+    its own. ``pause`` is held while a measured createPods op creates its
+    pods (see :class:`Pause`). Raises :class:`RunError` when an op fails or
+    times out.
     """
-    await _Run(workload, target, scheduler_name, recorder, progress, timeout).run()
+    await _Run(workload, target, scheduler_name, recorder, progress, timeout, pause).run()
 
 
 # the native members' label: which gang a pod is in, for the recorder (the API's link is spec.schedulingGroup)

@@ -91,6 +91,10 @@ def test_an_unknown_workload_exits_2_and_lists_the_names(tmp_path):
                  id="compare with an external scheduler and no kubeconfig"),
     pytest.param(["run", "SchedulingBasic/Smoke", "--baseline", "--workloads-dir", "/nonexistent"],
                  "no workload files", id="a workloads dir without workloads"),
+    pytest.param(["run", "SchedulingBasic/Smoke", "--baseline", "--pid", "0"], "--pid 0: no such process",
+                 id="a pid that names no process"),
+    pytest.param(["run", "SchedulingBasic/Smoke", "--baseline", "--pause-while-creating"],
+                 "needs a scheduler process to stop", id="pausing with nothing to stop"),
 ])
 def test_usage_errors_exit_2_with_one_line(tmp_path, args, message):
     r = bench(*args, "--output", str(tmp_path), timeout=60)
@@ -126,6 +130,42 @@ def test_kube_schedulers_own_flags_go_to_it_but_not_the_ones_tandem_bench_sets(t
     assert spec.command == (str(binary), "--feature-gates=A=true", "-v=0")
     with pytest.raises(UsageError, match="--secure-port is tandem-bench's to set"):
         kube_scheduler_spec(f"{binary} --secure-port=10259")
+
+
+@needs_runner
+def test_run_samples_and_pauses_a_process_given_by_pid(tmp_path):
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(0.01)"])
+    try:
+        r = bench("run", "SchedulingBasic/Smoke", "--baseline", "--pid", str(child.pid), "--pause-while-creating",
+                  "--output", str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert "  CPU per pod  " in r.stdout and "(resume to last bind; " in r.stdout
+        doc = only_json(tmp_path)
+        assert doc["metadata"]["pids"] == [child.pid]
+        (run,) = doc["runs"]
+        assert run["rss_peak_bytes"] > 0 and run["cpu_seconds"] is not None
+        assert run["cpu_window"] == "resume to last bind" and run["cpu_per_pod_seconds"] is not None
+        assert psutil.Process(child.pid).status() != psutil.STATUS_STOPPED     # resumed, and left running
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("kubeconfig, flag, pids, want", [
+    pytest.param("K", None, [42], True, id="a real server and a scheduler process: paused by default"),
+    pytest.param(None, None, [42], False, id="the simulated cluster: not by default"),
+    pytest.param(None, True, [42], True, id="asked for on the simulated cluster"),
+    pytest.param("K", False, [42], False, id="declined on a real server"),
+    pytest.param("K", True, [], False, id="no process to stop: never"),
+])
+def test_pausing_is_the_default_against_a_kubeconfig_with_a_process_to_stop(kubeconfig, flag, pids, want):
+    import argparse
+
+    from bench.__main__ import pausing
+
+    assert pausing(argparse.Namespace(kubeconfig=kubeconfig, pause_while_creating=flag), pids) is want
 
 
 def test_argparse_usage_errors_exit_2():

@@ -6,13 +6,14 @@ import asyncio
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 
 from bench.metrics import (
-    ATTEMPT_METRIC, E2E_METRIC, NOT_APPLICABLE, THROUGHPUT_METRIC, Histogram, ProcessSampler, RunMetrics,
-    WindowScraper, EdgeRecorder, collect, comparable_throughputs, data_items, e2e_latencies, histogram_quantiles,
-    parse_prometheus_histogram, summarize, throughput_samples, throughput_series,
+    ATTEMPT_METRIC, COLLECTING, E2E_METRIC, NOT_APPLICABLE, RESUMED, THROUGHPUT_METRIC, CpuWindow, Histogram,
+    ProcessSampler, RunMetrics, WindowScraper, EdgeRecorder, collect, comparable_throughputs, cpu_window, data_items,
+    e2e_latencies, histogram_quantiles, parse_prometheus_histogram, summarize, throughput_samples, throughput_series,
 )
 from bench.record import Recorder
 
@@ -245,6 +246,79 @@ def test_a_run_too_short_for_samples_falls_back_to_the_overall_rate():
     assert m.throughput_avg(sampled=True) is None
 
 
+# ---------------------------------------------------------------------------- CPU per pod
+
+
+@pytest.mark.parametrize("windows, pauses, last_bound, want", [
+    pytest.param([(100.0, 130.0)], [], 120.0, CpuWindow(100.0, 120.0, 20.0, COLLECTING),
+                 id="never paused: from the collecting start to the last bind"),
+    pytest.param([(100.0, 130.0)], [(100.1, 104.0)], 120.0, CpuWindow(104.0, 120.0, 16.0, RESUMED),
+                 id="paused while creating: from the resume to the last bind"),
+    pytest.param([(100.0, 130.0)], [(100.1, 104.0), (110.0, 113.0)], 120.0, CpuWindow(104.0, 120.0, 13.0, RESUMED),
+                 id="a later pause inside the window: from the first resume, its stopped seconds not run"),
+    pytest.param([(100.0, 130.0)], [(100.1, 104.0)], 103.0, None,
+                 id="nothing bound after the resume: no window"),
+    pytest.param([(100.0, 130.0)], [], None, None, id="nothing bound: no window"),
+    pytest.param([], [], 120.0, None, id="no collecting window and no pause: no window"),
+])
+def test_cpu_window_runs_from_the_resume_when_paused_else_from_the_collecting_start(windows, pauses, last_bound,
+                                                                                     want):
+    assert cpu_window(windows, pauses, last_bound) == want
+
+
+class FakeSampler:
+    """A ProcessSampler's readings without a process: 2 ms of CPU per second of wall time, flat while stopped."""
+
+    def __init__(self, stopped: tuple[float, float]) -> None:
+        self.stopped = stopped
+        self.rss_peak = 200 << 20
+        self.cpu_seconds = 9.0
+        self.asked: list[tuple[float, float]] = []
+
+    def _cpu(self, t: float) -> float:
+        s, r = self.stopped
+        return 0.002 * (min(t, s) - T0) + 0.002 * max(0.0, t - r)
+
+    def cpu_between(self, start: float, end: float) -> float | None:
+        self.asked.append((start, end))
+        return self._cpu(end) - self._cpu(start)
+
+
+def test_cpu_per_pod_of_a_paused_run_is_the_cpu_from_the_resume_to_the_last_bind_per_pod_bound():
+    rec = Recorder()
+    rec.start_collecting(T0)
+    rec.paused(T0 + 0.1)
+    for i in range(100):
+        rec.created(f"ns/p{i}", T0 + 0.1 + i * 0.01)
+    rec.resumed(T0 + 2.0)
+    for i in range(100):                       # 100 binds over the 4 s after the resume
+        rec.bound(f"ns/p{i}", T0 + 2.0 + (i + 1) * 0.04, "n")
+    rec.stop_collecting(T0 + 6.5)
+    sampler = FakeSampler(stopped=(T0 + 0.1, T0 + 2.0))
+    m = collect(rec, "W/x", "s", sampler=sampler)
+    assert sampler.asked == [(T0 + 2.0, pytest.approx(T0 + 6.0))]
+    assert m.cpu_basis == RESUMED
+    assert m.cpu_window_seconds == pytest.approx(0.008)
+    assert m.cpu_per_pod == pytest.approx(0.008 / 100)
+    assert m.window_rate == pytest.approx(100 / 4.0)
+    assert (m.rss_peak, m.cpu_seconds) == (200 << 20, 9.0)
+
+
+def test_cpu_per_pod_of_a_run_never_paused_counts_from_the_collecting_start():
+    sampler = FakeSampler(stopped=(T0 + 100, T0 + 100))
+    m = collect(_recorder(), "W/x", "s", sampler=sampler)
+    assert sampler.asked == [(T0, pytest.approx(T0 + 9.995))]
+    assert m.cpu_basis == COLLECTING
+    assert m.window_rate == pytest.approx(1000 / 9.995)
+    assert m.cpu_per_pod == pytest.approx(0.002 * 9.995 / 1000)
+
+
+def test_a_run_without_a_sampled_process_still_has_the_rate_over_the_window_but_no_cpu_per_pod():
+    m = collect(_recorder(), "W/x", "s")
+    assert m.cpu_basis == COLLECTING and m.window_rate is not None
+    assert m.cpu_window_seconds is None and m.cpu_per_pod is None
+
+
 def test_comparable_throughputs_never_mix_bases():
     long = collect(_recorder(), "W/x", "a")
     short = collect(_recorder(rate=200, seconds=1, tail=0), "W/x", "b")
@@ -322,6 +396,26 @@ def test_process_sampler_tells_the_cpu_spent_in_a_window(start, end, want):
     sampler.samples = [(10.0, 1, 5.0), (11.0, 1, 6.0), (12.0, 1, 8.0)]   # (wall time, rss, cpu so far)
     got = sampler.cpu_between(start, end)
     assert got == (pytest.approx(want) if want is not None else None)
+
+
+async def test_process_sampler_of_several_processes_sums_their_trees_each_process_once():
+    code = "import time\nx = b'x' * (32 << 20)\ntime.sleep(30)"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(2)]
+    try:
+        sampler = ProcessSampler([procs[0].pid, procs[1].pid, procs[0].pid])   # one named twice: counted once
+        assert [p.pid for p in sampler.tree()] == [procs[0].pid, procs[1].pid]
+        one = ProcessSampler(procs[0].pid)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:     # until both have touched their 32 MiB
+            assert sampler.sample() and one.sample()
+            if sampler.samples[-1][1] > 64 << 20:
+                break
+            await asyncio.sleep(0.05)
+        assert sampler.samples[-1][1] > 64 << 20 > one.samples[-1][1] > 32 << 20
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 async def test_process_sampler_stops_quietly_when_the_process_exits():

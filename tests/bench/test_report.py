@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.metrics import ATTEMPT_METRIC, THROUGHPUT_METRIC, Histogram, RunMetrics
+from bench.metrics import ATTEMPT_METRIC, COLLECTING, RESUMED, THROUGHPUT_METRIC, Histogram, RunMetrics
 from bench.report import (
     build_document, machine_info, report_stem, safe_name, summary_text, timestamp, write_report,
 )
@@ -89,6 +89,23 @@ def test_summary_fits_one_screen_and_says_everything():
     assert "e2e" in text and "p50 250 ms" in text and "p99 500 ms" in text
     assert "RSS peak 150.0 MiB" in text and "CPU 9.5 s" in text
     assert "25.0 %" in text
+
+
+@pytest.mark.parametrize("basis, note", [
+    pytest.param(RESUMED, "(created to bound; the pause included)", id="paused while creating"),
+    pytest.param(COLLECTING, "(created to bound)", id="not paused"),
+])
+def test_summary_and_json_give_cpu_per_pod_beside_the_rate_and_say_which_window(tmp_path, basis, note):
+    m = run()
+    m.cpu_window_seconds, m.cpu_basis, m.window_rate = 1.5, basis, 125.0
+    lines = summary_text(m).splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("  throughput"))
+    assert lines[i + 1] == (f"  CPU per pod  1.50 ms ({basis}; 1.50 s of CPU), 125.0 pods/s over the same 8.00 s")
+    assert any(line.startswith("  e2e") and line.endswith(note) for line in lines)
+    json_path, _ = write_report(tmp_path, [m], metadata(), "cpu", title="t")
+    (r,) = json.loads(json_path.read_text())["runs"]
+    assert (r["cpu_per_pod_seconds"], r["cpu_window"], r["window_rate"]) == (0.0015, basis, 125.0)
+    assert r["rss_peak_bytes"] == 150 * 1024 * 1024
 
 
 def test_summary_and_json_give_the_schedulers_api_requests_and_dropped_events(tmp_path):

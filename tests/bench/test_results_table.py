@@ -1,16 +1,18 @@
-"""bench/results_table.py's Consolidation table: one row per run, read from the JSON tandem-bench writes."""
+"""bench/results_table.py: the results table and the Consolidation table, read from the JSON tandem-bench writes."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
 from prometheus_client import generate_latest
 
 from bench.consolidation import moves, parse_scrape
 from bench.metrics import RunMetrics
 from bench.probe import ProbeMetrics
 from bench.report import build_document
-from bench.results_table import consolidation_table
+from bench.metrics import COLLECTING, RESUMED
+from bench.results_table import consolidation_table, table
 from scheduler.consolidation.rebalancer import ConsolidationMetrics
 from tests.bench.test_consolidation import replica_set_cluster
 
@@ -41,3 +43,37 @@ def test_each_run_is_a_row_with_the_streams_attempts_the_evictions_and_the_plans
                          "peak 1 | spread 1: 12.00 / 12.00 / <= 16.00 | ")
     assert on.endswith("| 0 | 2 -> 3 | 1/1 | - | 12.5 |")
     assert off.startswith("| ConsolidationSpread/5000Nodes | off | 03:20 | 0.41 / 0.41 |") and "| - | - | - |" in off
+
+
+def basic_document(scheduler: str, kind: str, cpu_window_seconds: float | None, basis: str | None,
+                   date: str) -> dict:
+    run = RunMetrics("SchedulingBasic/500Nodes", scheduler, throughput=[400.0, 400.0], measured=1000, bound=1000,
+                     rss_peak=150 << 20, cpu_window_seconds=cpu_window_seconds, cpu_basis=basis)
+    meta = {"workload": {"name": run.workload}, "scheduler": {"label": scheduler, "kind": kind, "config": None},
+            "date": date, "command": "tandem-bench run ..."}
+    return json.loads(json.dumps(build_document([run], meta)))
+
+
+@pytest.mark.parametrize("cpu, basis, cell", [
+    pytest.param(1.5, RESUMED, "1.50 ms", id="paused while creating: counted from the resume"),
+    pytest.param(1.5, COLLECTING, "1.50 ms†", id="not paused: marked as counted from the collecting start"),
+    pytest.param(None, None, "-", id="no process sampled"),
+])
+def test_the_table_gives_cpu_per_pod_beside_pods_per_second_and_the_rss_peak(tmp_path, cpu, basis, cell):
+    (tmp_path / "a.json").write_text(json.dumps(basic_document("tandem-scheduler", "tandem", cpu, basis,
+                                                               "2026-11-29T03:20:05+00:00")))
+    lines = table(tmp_path).splitlines()
+    header, rule, row = lines[:3]
+    assert header.split(" | ")[3:5] == ["pods/s avg", "CPU per pod"] and "| RSS peak |" in header
+    assert header.count("|") == rule.count("|") == row.count("|")
+    assert row.split(" | ")[3:5] == ["400", cell] and "| 150 MiB |" in row
+    assert ("† CPU counted from the collecting start" in lines[-1]) == cell.endswith("†")
+
+
+def test_a_run_recorded_before_cpu_per_pod_existed_reads_it_from_the_cpu_while_collecting(tmp_path):
+    doc = basic_document("kube-scheduler", "kube-scheduler", 2.0, COLLECTING, "2026-11-29T03:20:05+00:00")
+    for key in ("cpu_per_pod_seconds", "cpu_window", "window_rate"):
+        del doc["runs"][0][key]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    row = table(tmp_path).splitlines()[2]
+    assert row.split(" | ")[4] == "2.00 ms†"

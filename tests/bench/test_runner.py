@@ -57,7 +57,7 @@ def expected_measured(workload) -> int:
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 26 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
+    assert len(SMOKE) == 27 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
 @pytest.mark.parametrize("name", SMOKE)
@@ -95,6 +95,58 @@ def write(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "w.yaml"
     path.write_text(textwrap.dedent(text))
     return path
+
+
+async def test_daemonset_pods_all_land_on_the_one_node_their_affinity_names_as_upstreams(tmp_path):
+    workload = find_workload(WORKLOADS, "SchedulingDaemonset/Smoke")
+    recorder = Recorder()
+    async with open_target(None, tmp_path) as target:
+        async with start_scheduler(None, target.kubeconfig, tmp_path):
+            await run_workload(workload, target, SCHEDULER, recorder, timeout=30)
+        nodes = (await target.client.list("/api/v1/nodes"))["items"]
+    measured = recorder.measured()
+    assert len(measured) == 10 and {p.node for p in measured} == {"scheduler-perf-node"}
+    assert len(nodes) == 6 and "scheduler-perf-node" in {n["metadata"]["name"] for n in nodes}
+
+
+class CountingPause:
+    """A Pause that notes how many measured pods had been created when it was held and when released."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self.events: list[tuple[str, int]] = []
+
+    async def hold(self) -> None:
+        self.events.append(("hold", len(self.recorder.measured())))
+
+    def release(self) -> None:
+        self.events.append(("release", len(self.recorder.measured())))
+
+
+async def test_the_pause_is_held_only_while_the_measured_op_creates_its_pods(sim):
+    _, target = sim
+    workload = find_workload(WORKLOADS, "SchedulingBasic/Smoke")       # 10 init pods, then 20 measured
+    recorder = Recorder()
+    pause = CountingPause(recorder)
+    async with BaselineBinder(target.client):
+        await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30, pause=pause)
+    assert pause.events == [("hold", 0), ("release", 20)]
+    assert all(p.bound is not None for p in recorder.measured())
+
+
+async def test_the_pause_is_released_when_a_create_fails(sim, tmp_path):
+    _, target = sim
+    workload = ops_workload(tmp_path, "Bad", """\
+    - opcode: createPods
+      count: 2
+      collectMetrics: true
+      podTemplate: {apiVersion: v1, kind: Pod, metadata: {generateName: p-}, spec: {containers: []}}
+    """)
+    recorder = Recorder()
+    pause = CountingPause(recorder)
+    with pytest.raises(RunError, match=r"op 0 \(createPods\): \(422 Invalid\)"):
+        await run_workload(workload, target, "nobody", recorder, timeout=5, pause=pause)
+    assert [what for what, _ in pause.events] == ["hold", "release"]
 
 
 async def test_a_barrier_that_cannot_finish_says_which_op_and_how_many_pods_are_pending(tmp_path):

@@ -16,9 +16,9 @@ from bench.workload import (POD_GROUP_LABEL, ZONE_LABEL, AllocResourceClaims, Ba
                             load_workloads, parse_duration, uses_controllers)
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "bench" / "workloads"
-TEST_CASES = ("SchedulingBasic", "SchedulingNodeAffinity", "SchedulingWithTaints", "MixedSchedulingBasePod",
-              "Unschedulable", "SchedulingWithMixedChurn", "SchedulingWhileGated", "GangBasic", "GangLarge",
-              "GangContention")
+TEST_CASES = ("SchedulingBasic", "SchedulingDaemonset", "SchedulingNodeAffinity", "SchedulingWithTaints",
+              "MixedSchedulingBasePod", "Unschedulable", "SchedulingWithMixedChurn", "SchedulingWhileGated", "GangBasic",
+              "GangLarge", "GangContention")
 SCALES = ("Smoke", "500Nodes", "5000Nodes", "15000Nodes")
 # affinity.yaml: scheduler_perf's affinity and topology_spreading test cases, up to 5,000 nodes
 AFFINITY_TEST_CASES = ("SchedulingPodAntiAffinity", "SchedulingPodAffinity", "SchedulingPreferredPodAffinity",
@@ -73,7 +73,9 @@ def test_affinity_file_has_every_test_case_at_smoke_500_and_5000_nodes():
 def test_every_scale_param_set_creates_that_many_nodes(scale, nodes):
     for w in all_workloads():
         if w.name == scale:
-            assert nodes_of(w) == nodes, w.full_name
+            # upstream's SchedulingDaemonset adds its one named node to initNodes others
+            extra = 1 if w.test == "SchedulingDaemonset" else 0
+            assert nodes_of(w) == nodes + extra, w.full_name
 
 
 def test_every_workload_measures_pods_and_is_labelled_as_upstream():
@@ -101,6 +103,23 @@ def test_templates_are_scheduler_perf_defaults():
     requests = w.ops[1].template["spec"]["containers"][0]["resources"]["requests"]
     assert requests == {"cpu": "100m", "memory": "500Mi"}
     assert "schedulerName" not in w.ops[1].template["spec"]  # filled from the run's --scheduler-name
+
+
+@pytest.mark.parametrize("scale,nodes,pods", [
+    ("Smoke", 5, 10), ("500Nodes", 500, 1000), ("5000Nodes", 5000, 10000), ("15000Nodes", 15000, 30000),
+])
+def test_daemonset_pods_all_require_the_one_named_node_by_its_name_field_as_upstreams(scale, nodes, pods):
+    w = find_workload(WORKLOADS, f"SchedulingDaemonset/{scale}")
+    named, others, measured = w.ops
+    assert isinstance(named, CreateNodes) and named.count == 1
+    assert named.template["metadata"]["name"] == "scheduler-perf-node"
+    assert named.template["status"]["capacity"]["pods"] == "90000"
+    assert isinstance(others, CreateNodes) and others.count == nodes
+    assert isinstance(measured, CreatePods) and measured.collect_metrics and measured.count == pods
+    spec = measured.template["spec"]
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["scheduler-perf-node"]}]}]
+    assert "resources" not in spec["containers"][0]
 
 
 @pytest.mark.parametrize("name,gangs,size,nodes", [
