@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scheduler.framework import MAX_NODE_SCORE, Code, ConfigError, CycleState, Status, register
-from scheduler.framework.vector import Scratch, flat_index, take
+from scheduler.framework.vector import Scratch, ShapeCache, flat_index, take
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, Pod
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ class NodeResourcesBalancedAllocation:
         self.handle = handle
         self.resources = tuple(r.name for r in self.args.resources)
         self._scratch = Scratch()
-        self._requests: dict[tuple, _BalanceRequest | None] = {}   # balance_request per shape (NodeResourcesFit's)
+        self._requests = ShapeCache()   # balance_request per pod shape
 
     def pod_requests(self, pod: Pod) -> list[int]:
         """calculatePodResourceRequestList with useRequested: plain requests, no non-zero defaults."""
@@ -220,13 +220,7 @@ class NodeResourcesBalancedAllocation:
     def balance_request(self, pod: Pod, nodes: "NodeTable") -> _BalanceRequest | None:
         """The columns to score for this pod, or None for a pod requesting none of the resources."""
         requests = self.pod_requests(pod)
-        key = (len(nodes.resource_index), *requests)
-        if key in self._requests:
-            return self._requests[key]
-        if len(self._requests) >= 1024:
-            self._requests.clear()
-        out = self._requests[key] = self._build(requests, nodes)
-        return out
+        return self._requests.get(nodes.resource_index, tuple(requests), lambda: self._build(requests, nodes))
 
     def _build(self, requests: list[int], nodes: "NodeTable") -> _BalanceRequest | None:
         if not any(requests):

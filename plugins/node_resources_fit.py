@@ -62,7 +62,7 @@ from scheduler.framework import (
     MAX_NODE_SCORE, ActionType, ClusterEvent, ClusterEventWithHint, Code, ConfigError, CycleState,
     FilterResult, QueueingHint, Rejection, Resource, Status, register,
 )
-from scheduler.framework.vector import Scratch, flat_index, take
+from scheduler.framework.vector import Scratch, ShapeCache, flat_index, take
 from scheduler.model import CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Node, Pod
 
 if TYPE_CHECKING:
@@ -450,8 +450,8 @@ class NodeResourcesFit:
         self.resources = strategy.resources
         self._lut: np.ndarray | None = None        # float64[101] for RequestedToCapacityRatio
         self._scratch = Scratch()
-        # score_request per pod shape: pods of one template ask alike, and building one is ~7 small arrays
-        self._score_requests: dict[tuple, _ScoreRequest] = {}
+        self._score_requests = ShapeCache()
+        self._fit_requests = ShapeCache()
         if strategy.type == REQUESTED_TO_CAPACITY_RATIO:
             if strategy.requested_to_capacity_ratio is None or not strategy.requested_to_capacity_ratio.shape:
                 raise ConfigError(f"{NAME}: scoringStrategy.requestedToCapacityRatio.shape: Required value")
@@ -527,7 +527,13 @@ class NodeResourcesFit:
         return None, _OK
 
     def fit_request(self, pod: Pod, nodes: "NodeTable") -> _FitRequest:
-        """The pod's request vector over the table's resource columns (computePodResourceRequest)."""
+        """The pod's request vector over the table's resource columns (computePodResourceRequest).
+
+        Kept per shape (the pod's requests, and the table's columns, which only grow), as score_request."""
+        return self._fit_requests.get(nodes.resource_index, tuple(pod.requests.items()),
+                                      lambda: self._build_fit_request(pod, nodes))
+
+    def _build_fit_request(self, pod: Pod, nodes: "NodeTable") -> _FitRequest:
         index = nodes.resource_index
         cols = [index[PODS]]
         amounts = [1]
@@ -546,8 +552,10 @@ class NodeResourcesFit:
                 cols.append(col)
                 amounts.append(amount)
                 reasons.append(_reason(name))
-        return _FitRequest(np.array(cols, dtype=np.int64), np.array(amounts, dtype=np.int64),
-                           tuple(reasons), tuple(missing))
+        out = _FitRequest(np.array(cols, dtype=np.int64), np.array(amounts, dtype=np.int64),
+                          tuple(reasons), tuple(missing))
+        out.cols.flags.writeable = out.amounts.flags.writeable = False   # shared by the pods of a shape
+        return out
 
     def filter(self, state: CycleState, pod: Pod, nodes: "NodeTable", rows: np.ndarray) -> FilterResult:
         req: _FitRequest = state.read(PRE_FILTER_KEY)
@@ -588,14 +596,8 @@ class NodeResourcesFit:
         Kept per shape (what the pod asks of the scored resources, and the table's columns, which only
         grow); a shared request is read, never written."""
         reqs = pod.requests
-        key = (pod.nonzero_cpu, pod.nonzero_memory, len(nodes.resource_index),
-               *[reqs.get(spec.name, 0) for spec in self.resources])
-        hit = self._score_requests.get(key)
-        if hit is None:
-            if len(self._score_requests) >= 1024:
-                self._score_requests.clear()
-            hit = self._score_requests[key] = self._build_score_request(pod, nodes)
-        return hit
+        shape = (pod.nonzero_cpu, pod.nonzero_memory, *[reqs.get(spec.name, 0) for spec in self.resources])
+        return self._score_requests.get(nodes.resource_index, shape, lambda: self._build_score_request(pod, nodes))
 
     def _build_score_request(self, pod: Pod, nodes: "NodeTable") -> _ScoreRequest:
         cols, nz_terms, nz_cols, rq_terms, rq_cols, amounts, weights = [], [], [], [], [], [], []

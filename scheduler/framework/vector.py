@@ -36,6 +36,33 @@ class Scratch:
         return buf[:n].reshape(shape)
 
 
+class ShapeCache:
+    """What a plugin derives from a pod's shape (its requests) and a node table's resource columns, kept per
+    shape: the pods of one template ask alike, and each derivation builds a few small arrays.
+
+    A table's ``resource_index`` only grows (a column, once given, keeps its number), so an entry is valid for
+    the same index object at the same length. The index is held by the entry, so its ``id`` is not reused
+    while cached. Entries are shared: what they hold must be read, never written.
+    """
+
+    __slots__ = ("_entries", "limit")
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._entries: dict[tuple, tuple[dict[str, int], Any]] = {}
+        self.limit = limit
+
+    def get(self, index: dict[str, int], shape: tuple, build: Any) -> Any:
+        key = (id(index), len(index), shape)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is index:
+            return hit[1]
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        value = build()
+        self._entries[key] = (index, value)
+        return value
+
+
 def flat_index(cols: np.ndarray, rows: np.ndarray, width: int, scratch: Scratch) -> np.ndarray:
     """Indices into a flattened [cap, width] table: cols int64[c], rows int64[k] -> int64[c, k] (scratch)."""
     off = np.multiply(rows, width, out=scratch.get("offsets", (len(rows),), np.int64))
