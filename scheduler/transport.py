@@ -155,6 +155,11 @@ class _Connection(asyncio.Protocol):
         return not self.closed and self.transport is not None and not self.transport.is_closing()
 
 
+def _expire(waiter: asyncio.Future, method: str, path: str, timeout: float) -> None:
+    if not waiter.done():
+        waiter.set_exception(TransportError(f"{method} {path}: no whole response within {timeout}s"))
+
+
 class Transport:
     """A pool of keep-alive connections to one server.
 
@@ -237,6 +242,10 @@ class Transport:
         data = self._head(method, path, query, headers or {}, body)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
+        if timeout is not None and not self._slots.locked():
+            conn = self._idle_connection()
+            if conn is not None:
+                return await self._send_on_idle(conn, method, path, data, timeout)
         conn: _Connection | None = None
         try:
             async with asyncio.timeout(timeout):
@@ -258,6 +267,40 @@ class Transport:
         except TimeoutError as exc:
             raise TransportError(f"{method} {path}: no whole response within {timeout}s") from exc
         finally:
+            if conn is not None:   # the exchange did not end cleanly: its connection is never reused
+                conn.close()
+
+    def _idle_connection(self) -> "_Connection | None":
+        while self._idle:
+            c = self._idle.pop()
+            if c.usable:
+                return c
+        return None
+
+    async def _send_on_idle(self, conn: _Connection, method: str, path: str, data: bytes, timeout: float) -> Response:
+        """The usual exchange: a slot free and a warm connection idle, so nothing is waited for but the answer.
+        Its timeout is one timer that fails the answer's future (``asyncio.timeout``'s bookkeeping cost more
+        than the rest of the exchange's Python); the connection of an exchange that did not end cleanly is
+        closed, as in :meth:`request`."""
+        slots = self._slots
+        assert slots is not None
+        await slots.acquire()   # free: no wait
+        waiter = None
+        timer = None
+        try:
+            waiter = conn.send(data)
+            timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter, method, path, timeout)
+            resp, keep_alive = await waiter
+            if keep_alive and not self._closed:
+                self._idle.append(conn)
+            else:
+                conn.close()
+            conn = None
+            return resp
+        finally:
+            if timer is not None:
+                timer.cancel()
+            slots.release()
             if conn is not None:   # the exchange did not end cleanly: its connection is never reused
                 conn.close()
 

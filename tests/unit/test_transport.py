@@ -189,6 +189,20 @@ async def test_a_timed_out_exchange_closes_its_connection_so_the_late_answer_is_
     assert srv.connections == 2
 
 
+async def test_a_timed_out_exchange_on_a_warm_connection_closes_it_too() -> None:
+    # the warm path (an idle connection, a free slot) times the answer with its own timer
+    release = asyncio.Event()
+    async with slow_then_fresh_server(release) as srv:
+        t = Transport("127.0.0.1", srv.port)
+        assert (await t.request("GET", "/fast", timeout=5)).body == b'{"fresh": true}'
+        with pytest.raises(TransportError, match="no whole response within"):
+            await t.request("GET", "/slow", timeout=0.05)
+        release.set()
+        assert (await t.request("GET", "/fast", timeout=5)).body == b'{"fresh": true}'
+        await t.close()
+    assert srv.connections == 2, "the timed-out connection was closed, the next request opened another"
+
+
 async def test_a_cancelled_exchange_closes_its_connection() -> None:
     release = asyncio.Event()
     async with slow_then_fresh_server(release) as srv:
