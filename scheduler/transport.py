@@ -243,25 +243,18 @@ class Transport:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         if timeout is not None and not self._slots.locked():
-            conn = self._idle_connection()
-            if conn is not None:
-                return await self._send_on_idle(conn, method, path, data, timeout)
+            warm = self._idle_connection()
+            if warm is not None:
+                return await self._send_on_idle(warm, method, path, data, timeout)
         conn: _Connection | None = None
         try:
             async with asyncio.timeout(timeout):
                 async with self._slots:
-                    while self._idle:
-                        c = self._idle.pop()
-                        if c.usable:
-                            conn = c
-                            break
+                    conn = self._idle_connection()
                     if conn is None:
                         conn = await self._connect(connect_timeout)
                     resp, keep_alive = await conn.send(data)
-                    if keep_alive and not self._closed:
-                        self._idle.append(conn)
-                    else:
-                        conn.close()
+                    self._done_with(conn, keep_alive)
                     conn = None
                     return resp
         except TimeoutError as exc:
@@ -269,6 +262,13 @@ class Transport:
         finally:
             if conn is not None:   # the exchange did not end cleanly: its connection is never reused
                 conn.close()
+
+    def _done_with(self, conn: _Connection, keep_alive: bool) -> None:
+        """A clean exchange's connection: back to the pool, or closed when the server or we are done with it."""
+        if keep_alive and not self._closed:
+            self._idle.append(conn)
+        else:
+            conn.close()
 
     def _idle_connection(self) -> "_Connection | None":
         while self._idle:
@@ -291,10 +291,7 @@ class Transport:
             waiter = conn.send(data)
             timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter, method, path, timeout)
             resp, keep_alive = await waiter
-            if keep_alive and not self._closed:
-                self._idle.append(conn)
-            else:
-                conn.close()
+            self._done_with(conn, keep_alive)
             conn = None
             return resp
         finally:
