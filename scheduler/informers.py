@@ -32,6 +32,15 @@ more). Lines are parsed with orjson by the client, objects are kept and
 handed out as those very dicts (never copied, so handlers must not mutate
 them), and the reconcile is a single pass over dicts.
 
+``metadata.managedFields`` is dropped from every object as it arrives, as
+kube-scheduler's informers do (``TransformStripManagedFields``): the
+scheduler never reads it, and on a real API server it is most of a pod's
+containers (34 of 49 dicts and lists of a pod just created), each one
+memory and a walk of the cyclic collector's for as long as the pod lives.
+An update that sends such an object back (a PV or PVC in VolumeBinding's
+PreBind) leaves the server's managedFields as they are: an absent field is
+not a request to clear them.
+
 Handlers are sync, run on the loop, and must be quick; an exception in one
 is logged and the informer carries on. Note that list items carry no
 ``kind`` / ``apiVersion`` (as from kube-apiserver) while watch objects do.
@@ -241,6 +250,7 @@ class Informer:
         fresh: dict[str, Obj] = {}
         for obj in items:
             meta = obj["metadata"]
+            meta.pop("managedFields", None)
             ns = meta.get("namespace")
             fresh[f"{ns}/{meta['name']}" if ns else meta["name"]] = obj
         old = self.store
@@ -302,6 +312,7 @@ class Informer:
                 self.last_rv = rv
             return
         self.events += 1
+        meta.pop("managedFields", None)
         ns = meta.get("namespace")
         key = f"{ns}/{meta['name']}" if ns else meta["name"]
         store = self.store

@@ -127,6 +127,27 @@ async def test_initial_list_is_delivered_as_adds_then_synced(cluster, client):
     assert not rec.violations
 
 
+async def test_managed_fields_never_reach_the_handlers_or_the_store(cluster, client):
+    # kube-scheduler's informers strip them (TransformStripManagedFields): most of a pod's dicts, never read
+    fields = [{"manager": "kubectl", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1",
+               "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}}]
+    listed = pod("listed", app="x")
+    listed["metadata"]["managedFields"] = fields
+    await client.create(PODS, listed)
+    assert (await client.get(f"{PODS}/listed"))["metadata"].get("managedFields"), "the server keeps them"
+    rec = Recorder()
+    async with Informer(client, "/api/v1/pods", name="pods", **rec.handlers(), clock=client.clock, **FAST) as inf:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        watched = pod("watched", app="y")
+        watched["metadata"]["managedFields"] = fields
+        await client.create(PODS, watched)
+        await client.patch(f"{PODS}/listed", {"metadata": {"labels": {"app": "z"}}})
+        await eventually(lambda: len(rec.log) == 3, what="the add and the update to be delivered")
+        assert [k for k, _ in sorted(rec.objects.items()) if "managedFields" in rec.objects[k]["metadata"]] == []
+        assert [k for k, o in inf.store.items() if "managedFields" in o["metadata"]] == []
+    assert not rec.violations
+
+
 async def test_cluster_scoped_objects_are_keyed_by_name(cluster, client):
     async with Informer(client, "/api/v1/nodes", clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
