@@ -5,6 +5,7 @@
     python -m bench.micro_cycle --nodes 5000 --shape wffc      # two local volumes per node, one claim per pod
     python -m bench.micro_cycle --nodes 5000 --shape csi-pv    # one claim per pod, bound to its own CSI volume
     python -m bench.micro_cycle --nodes 5000 --shape wffc-capacity   # provisioned; a CSIStorageCapacity per node
+    python -m bench.micro_cycle --nodes 5000 --shape wffc-provisioned   # the same, capacity not checked
     python -m bench.micro_cycle --nodes 5000 --prebind-waiting 1000   # while 1,000 pods wait in PreBind
     python -m bench.micro_cycle --nodes 5000 --existing 5000 --nominated 0 32   # while 32 moves hold room
 
@@ -90,6 +91,9 @@ SHAPES: dict[str, dict] = {
     # one WaitForFirstConsumer claim per pod, provisioned by a CSI driver with storageCapacity: true that
     # publishes one CSIStorageCapacity per node (TopoLVM's shape)
     "wffc-capacity": {},
+    # the same claims of the same class, its driver without storageCapacity and no CSIStorageCapacity objects:
+    # what wffc-capacity's cycle costs without the capacity check (issue 30 compares the two)
+    "wffc-provisioned": {},
 }
 CAPACITY_CLASS = {"metadata": {"name": "lvm"}, "provisioner": "lvm.csi.example.com",
                   "volumeBindingMode": "WaitForFirstConsumer"}
@@ -131,7 +135,7 @@ def _pod(name: str, shape: str, node: str = "", namespace: str = "bench", labell
         "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}], **SHAPES[shape]}
     if node:
         spec["nodeName"] = node
-    if shape in ("wffc", "csi-pv", "wffc-capacity"):
+    if shape in ("wffc", "csi-pv", "wffc-capacity", "wffc-provisioned"):
         spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "data-" + name}}]
     return {"metadata": {"name": name, "namespace": namespace, "uid": name, "labels": GREEN if labelled else {}},
             "spec": spec}
@@ -167,10 +171,11 @@ async def measure(nodes: int, pods: int, percentage: int | None, shape: str = "d
         for _ in range(3):
             await asyncio.sleep(0)
         _assert_waiting(s, prebind_waiting)
-    if shape == "wffc-capacity":
+    if shape in ("wffc-capacity", "wffc-provisioned"):
+        checked = shape == "wffc-capacity"
         s.on_storage_class_add(CAPACITY_CLASS)
-        s.on_csi_driver_add({"metadata": {"name": "lvm.csi.example.com"}, "spec": {"storageCapacity": True}})
-        for i in range(nodes):
+        s.on_csi_driver_add({"metadata": {"name": "lvm.csi.example.com"}, "spec": {"storageCapacity": checked}})
+        for i in range(nodes if checked else 0):
             s.on_capacity_add({"metadata": {"name": f"cap-{i}", "namespace": "kube-system"},
                                "storageClassName": "lvm", "capacity": "100Gi",
                                "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": f"node-{i}"}}})

@@ -27,7 +27,8 @@ measure tandem, kube-scheduler or any scheduler that serves the pods'
   with a volume template, its volume, bound to the claim beforehand, as
   upstream's CreatePodWithPersistentVolume) just before the pod, so that
   the pod's created time is its own; createNodes with
-  persistentVolumesPerNode creates each node's local volumes right after
+  persistentVolumesPerNode creates each node's local volumes (and
+  storageCapacitiesPerNode its CSIStorageCapacity objects) right after
   the node.
 * Pods count as measured when their op has collectMetrics, or when they
   are created inside a startCollectingMetrics / stopCollectingMetrics
@@ -721,6 +722,12 @@ class _Run:
             for j in range(op.volumes_per_node):
                 assert op.volume_template is not None
                 await self._create("/api/v1/persistentvolumes", local_volume(op.volume_template, f"{name}-pv-{j}", name))
+            for j in range(op.capacities_per_node):
+                assert op.capacity_template is not None
+                body = node_capacity(op.capacity_template, f"{name}-cap-{j}", name)
+                ns = body["metadata"]["namespace"]
+                await self._namespace(ns)
+                await self._create(f"/apis/storage.k8s.io/v1/namespaces/{ns}/csistoragecapacities", body)
             done += 1
             self.progress(op.label, done, op.count)
 
@@ -1223,6 +1230,16 @@ def named_volume(template: dict[str, Any], name: str) -> dict[str, Any]:
     if isinstance(volume["spec"].get("csi"), dict):
         volume["spec"]["csi"]["volumeHandle"] = name
     return volume
+
+
+def node_capacity(template: dict[str, Any], name: str, node: str) -> dict[str, Any]:
+    """A CSIStorageCapacity of ``node`` only: the template's (its namespace, else default), with a nodeTopology
+    selecting the node's hostname label, as TopoLVM's controller publishes one per node."""
+    meta = {k: v for k, v in (template.get("metadata") or {}).items() if k not in ("name", "generateName")}
+    meta.setdefault("namespace", "default")
+    return {**copy.deepcopy(template), "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": {**meta, "name": name},
+            "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": node}}}
 
 
 def local_volume(template: dict[str, Any], name: str, node: str) -> dict[str, Any]:

@@ -61,7 +61,11 @@ StatefulSet's replicas). Extensions to upstream fields: createNodes takes
 ``zones`` (and ``racksPerZone``: racks inside each zone), ``labels``, ``taints``, ``capacity`` and
 ``persistentVolumesPerNode`` with a volume template (that many volumes per
 node, pinned to it by ``kubernetes.io/hostname`` node affinity, as local
-volumes are); waiting ops take a ``timeout``; deletePods takes
+volumes are) and ``storageCapacitiesPerNode`` with a CSIStorageCapacity
+template (``storageCapacityTemplatePath`` or ``storageCapacityTemplate``:
+that many objects per node, each with ``nodeTopology.matchLabels`` on the
+node's ``kubernetes.io/hostname``, as a per-node driver publishes its
+capacity); waiting ops take a ``timeout``; deletePods takes
 ``whenBound`` and ``holdSeconds`` (delete pods as they get bound, playing
 finished jobs, so that demand above capacity can drain).
 
@@ -169,6 +173,10 @@ class CreateNodes(Op):
     unique_label_key: str = ""
     volumes_per_node: int = 0                       # persistentVolumesPerNode: local volumes pinned to each node
     volume_template: dict[str, Any] | None = None   # their PersistentVolume template
+    # storageCapacitiesPerNode: CSIStorageCapacity objects whose nodeTopology selects each node by its hostname
+    # label, as a per-node driver's controller publishes them (TopoLVM)
+    capacities_per_node: int = 0
+    capacity_template: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,10 +365,11 @@ class Workload:
 _COUNT = ("count", "countParam")
 _PV = ("persistentVolumeTemplatePath", "persistentVolumeTemplate")
 _PVC = ("persistentVolumeClaimTemplatePath", "persistentVolumeClaimTemplate")
+_CAPACITY = ("storageCapacityTemplatePath", "storageCapacityTemplate")
 _FIELDS: dict[str, frozenset[str]] = {
     "createNodes": frozenset({*_COUNT, "nodeTemplatePath", "nodeTemplate", "zones", "racksPerZone", "labels",
                               "taints", "capacity", "labelNodePrepareStrategy", "uniqueNodeLabelStrategy",
-                              "persistentVolumesPerNode", *_PV}),
+                              "persistentVolumesPerNode", *_PV, "storageCapacitiesPerNode", *_CAPACITY}),
     "createNamespaces": frozenset({*_COUNT, "prefix", "namespaceTemplatePath", "namespaceTemplate"}),
     "createPods": frozenset({*_COUNT, "namespace", "podTemplatePath", "podTemplate", "collectMetrics",
                              "skipWaitToCompletion", "timeout", "createPodsPerSecond", "steadyState", "duration",
@@ -737,13 +746,19 @@ def _build_op(index: int, raw: dict[str, Any], params: dict[str, Any] | None, de
         if (per_node > 0) != (volume is not None) and params is not None:
             raise fail("persistentVolumesPerNode and persistentVolumeTemplatePath (or persistentVolumeTemplate) "
                        "go together")
+        capacities = f.integer("storageCapacitiesPerNode", 0)
+        capacity = f.template(*_CAPACITY, ("CSIStorageCapacity",))
+        # a template with none per node is allowed: a param turns the objects off in one variant of a test
+        if capacities > 0 and capacity is None and params is not None:
+            raise fail("storageCapacitiesPerNode needs storageCapacityTemplatePath (or storageCapacityTemplate)")
         zones, racks = f.integer("zones", 0), f.integer("racksPerZone", 0)
         if racks and not zones and params is not None:
             raise fail("racksPerZone needs zones")
         return CreateNodes(index, count=f.count(), template=tmpl, zones=zones, racks_per_zone=racks,
                            labels=f.str_map("labels"), taints=_taints(f), capacity=f.str_map("capacity"),
                            label_key=label_key, label_values=label_values, unique_label_key=unique_key,
-                           volumes_per_node=per_node, volume_template=volume)
+                           volumes_per_node=per_node, volume_template=volume, capacities_per_node=capacities,
+                           capacity_template=capacity)
     if opcode == "createNamespaces":
         return CreateNamespaces(index, prefix=f.text("prefix"), count=f.count(),
                                 template=f.template("namespaceTemplatePath", "namespaceTemplate", ("Namespace",)))

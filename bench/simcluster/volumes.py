@@ -55,7 +55,11 @@ a volume of its class appears or frees up, and when its class changes,
 rather than at the next 15-second resync.
 
 :class:`TestProvisioner`, the external-provisioner and node plugin of the
-simulated cluster's own CSI driver, :data:`PROVISIONER`:
+simulated cluster's own CSI driver, :data:`PROVISIONER` (and of
+:data:`CAPACITY_PROVISIONER`, the same driver under another name whose
+CSIDriver has ``storageCapacity: true``, so that schedulers check its
+CSIStorageCapacity objects: the stand-in writes none, a workload writes
+them, as TopoLVM's controller publishes one per node):
 
 * it provisions the claims handed to it (the storage-provisioner annotation
   names it and the class's provisioner is it): a volume named
@@ -115,6 +119,8 @@ CSINODES = lookup("storage.k8s.io", "v1", "csinodes")
 CSIDRIVERS = lookup("storage.k8s.io", "v1", "csidrivers")
 
 PROVISIONER = "simcluster.tandem.dev"  # the stand-in's CSI driver; a driver name is a DNS subdomain
+CAPACITY_PROVISIONER = "capacity.simcluster.tandem.dev"  # the same, with its capacity checked (storageCapacity)
+DRIVERS = (PROVISIONER, CAPACITY_PROVISIONER)
 ATTACH_LIMIT = "simcluster.tandem.dev/csi-attach-limit"  # node annotation: the driver's allocatable.count
 TOPOLOGY_PARAMETER = "topology"  # StorageClass parameter of PROVISIONER: zone | hostname | none
 
@@ -967,7 +973,7 @@ class TestProvisioner(StoreLoop):
         pv = self.store.get_obj(PVS, "", name)
         if pv is None or _being_deleted(pv):
             return
-        if _annotations(pv).get(ANN_PROVISIONED_BY) == PROVISIONER and _phase(pv) == "Released" \
+        if _annotations(pv).get(ANN_PROVISIONED_BY) in DRIVERS and _phase(pv) == "Released" \
                 and _dict(pv.get("spec")).get("persistentVolumeReclaimPolicy") == "Delete":
             self.store.delete(PVS, "", name)
 
@@ -978,10 +984,11 @@ class TestProvisioner(StoreLoop):
         if pvc is None or _being_deleted(pvc) or _dict(pvc.get("spec")).get("volumeName"):
             return
         ann = _annotations(pvc)
-        if (ann.get(ANN_STORAGE_PROVISIONER) or ann.get(ANN_BETA_STORAGE_PROVISIONER)) != PROVISIONER:
+        provisioner = ann.get(ANN_STORAGE_PROVISIONER) or ann.get(ANN_BETA_STORAGE_PROVISIONER)
+        if provisioner not in DRIVERS:
             return
         sc = self.store.get_obj(CLASSES, "", claim_class(pvc))
-        if sc is None or sc.get("provisioner") != PROVISIONER:
+        if sc is None or sc.get("provisioner") != provisioner:
             return
         node_name = ann.get(ANN_SELECTED_NODE)
         if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and not node_name:
@@ -1051,14 +1058,14 @@ def provisioned_volume(name: str, pvc: dict[str, Any], sc: dict[str, Any],
         "claimRef": claim_reference(pvc),
         "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy") or "Delete",
         "storageClassName": sc["metadata"]["name"], "volumeMode": spec.get("volumeMode") or "Filesystem",
-        "csi": {"driver": PROVISIONER, "volumeHandle": name},
+        "csi": {"driver": sc["provisioner"], "volumeHandle": name},
     }
     if sc.get("mountOptions"):
         pv_spec["mountOptions"] = list(sc["mountOptions"])
     if affinity is not None:
         pv_spec["nodeAffinity"] = affinity
     return {"apiVersion": "v1", "kind": "PersistentVolume",
-            "metadata": {"name": name, "annotations": {ANN_PROVISIONED_BY: PROVISIONER}}, "spec": pv_spec}
+            "metadata": {"name": name, "annotations": {ANN_PROVISIONED_BY: sc["provisioner"]}}, "spec": pv_spec}
 
 
 def csinode_for(node: dict[str, Any], attach_limit: int | None) -> dict[str, Any]:
@@ -1082,15 +1089,16 @@ def csinode_for(node: dict[str, Any], attach_limit: int | None) -> dict[str, Any
 
 
 def register_driver(store: Store) -> None:
-    """The CSIDriver object of :data:`PROVISIONER`, unless there is one."""
-    if store.get_obj(CSIDRIVERS, "", PROVISIONER) is not None:
-        return
-    store.create(CSIDRIVERS, "", {
-        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": PROVISIONER},
-        # the defaults of storage/v1 CSIDriverSpec, written out: nothing defaults them here
-        "spec": {"attachRequired": True, "podInfoOnMount": False, "requiresRepublish": False,
-                 "storageCapacity": False, "fsGroupPolicy": "ReadWriteOnceWithFSType",
-                 "volumeLifecycleModes": ["Persistent"], "seLinuxMount": False}})
+    """The CSIDriver objects of :data:`DRIVERS`, unless there are."""
+    for name in DRIVERS:
+        if store.get_obj(CSIDRIVERS, "", name) is not None:
+            continue
+        store.create(CSIDRIVERS, "", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver", "metadata": {"name": name},
+            # the defaults of storage/v1 CSIDriverSpec, written out: nothing defaults them here
+            "spec": {"attachRequired": True, "podInfoOnMount": False, "requiresRepublish": False,
+                     "storageCapacity": name == CAPACITY_PROVISIONER, "fsGroupPolicy": "ReadWriteOnceWithFSType",
+                     "volumeLifecycleModes": ["Persistent"], "seLinuxMount": False}})
 
 
 def register_node(store: Store, name: str, attach_limit: int | None) -> None:

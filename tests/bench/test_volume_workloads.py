@@ -5,8 +5,9 @@ controller and provisioner running, as tandem-bench starts it). Every pod must e
 Bound to a volume that reaches the pod's node: upstream's SchedulingCSIPVs to the volume made for it
 beforehand; SchedulingWaitForFirstConsumerPVs to one of the node's own local volumes, chosen by the
 scheduler (its claimRef write), never one volume for two claims; SchedulingDynamicProvisioning to a
-volume provisioned in the zone of the node written in the claim's selected-node. Nothing here is a
-measurement.
+volume provisioned in the zone of the node written in the claim's selected-node;
+SchedulingWithStorageCapacity to a volume of the capacity-checked driver on the selected node, which
+has its own CSIStorageCapacity. Nothing here is a measurement.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def affinity(pv: dict) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("name", ["SchedulingCSIPVs/Smoke", "SchedulingWaitForFirstConsumerPVs/Smoke",
-                                  "SchedulingDynamicProvisioning/Smoke"])
+                                  "SchedulingDynamicProvisioning/Smoke", "SchedulingWithStorageCapacity/Smoke"])
 async def test_every_pod_binds_with_its_claim_bound_to_a_volume_that_reaches_its_node(name, tmp_path):
     workload = find_workload(WORKLOADS, name)
     ops = [o for o in workload.ops if isinstance(o, CreatePods)]
@@ -47,6 +48,8 @@ async def test_every_pod_binds_with_its_claim_bound_to_a_volume_that_reaches_its
                   for x in (await c.list("/api/v1/persistentvolumeclaims"))["items"]}
         volumes = {x["metadata"]["name"]: x for x in (await c.list("/api/v1/persistentvolumes"))["items"]}
         nodes = {x["metadata"]["name"]: x for x in (await c.list("/api/v1/nodes"))["items"]}
+        capacities = {x["metadata"]["name"]: x["nodeTopology"] for x in
+                      (await c.list("/apis/storage.k8s.io/v1/csistoragecapacities"))["items"]}
 
     assert len(pods) == sum(o.count for o in ops) == len(recorder.pods)
     assert len(recorder.measured()) == ops[-1].count
@@ -66,6 +69,11 @@ async def test_every_pod_binds_with_its_claim_bound_to_a_volume_that_reaches_its
         elif name.startswith("SchedulingWaitForFirstConsumerPVs"):   # the scheduler chose one of the node's
             assert where == {HOSTNAME: [node]}, (node, where)
             assert (pv["metadata"].get("annotations") or {}).get("pv.kubernetes.io/bound-by-controller") == "yes"
+        elif name.startswith("SchedulingWithStorageCapacity"):   # on a node whose capacity object selects it
+            assert annotations.get("volume.kubernetes.io/selected-node") == node, annotations
+            assert pv["spec"]["csi"]["driver"] == "capacity.simcluster.tandem.dev"
+            assert where == {HOSTNAME: [node]}, (node, where)
+            assert capacities[f"{node}-cap-0"] == {"matchLabels": {HOSTNAME: node}}
         else:                                          # provisioned where selected-node's zone is
             assert annotations.get("volume.kubernetes.io/selected-node") == node, annotations
             assert pv["metadata"]["name"] == f"pvc-{claim['metadata']['uid']}"

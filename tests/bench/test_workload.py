@@ -526,6 +526,11 @@ HEADER = """\
     ("  - opcode: createNodes\n    count: 1\n    persistentVolumesPerNode: 2\n", {},
      "T/W op 1 (createNodes): persistentVolumesPerNode and persistentVolumeTemplatePath (or "
      "persistentVolumeTemplate) go together"),
+    ("  - opcode: createNodes\n    count: 1\n    storageCapacitiesPerNode: 1\n", {},
+     "T/W op 1 (createNodes): storageCapacitiesPerNode needs storageCapacityTemplatePath (or "
+     "storageCapacityTemplate)"),
+    ("  - opcode: createNodes\n    count: 1\n    storageCapacityTemplate: {kind: PersistentVolume}\n", {},
+     "T op 1 (createNodes): field storageCapacityTemplate: expected a CSIStorageCapacity object"),
     ("  - opcode: createResourceDriver\n    nodes: n-*\n    maxClaimsPerNode: 2\n", {},
      "T op 1 (createResourceDriver): missing field driverName"),
     ("  - opcode: createResourceDriver\n    driverName: d\n    nodes: n-*\n", {},
@@ -552,7 +557,8 @@ HEADER = """\
     "two node label strategies", "a label strategy without values", "a unique label strategy with values",
     "createAny without a template", "createAny of a template without a kind",
     "pods with volumes but no claims", "a claim template of another kind", "a negative pace",
-    "volumes per node without a template", "a resource driver without a name",
+    "volumes per node without a template", "capacities per node without a template",
+    "a capacity template of another kind", "a resource driver without a name",
     "a resource driver without devices per node", "a resource driver with no devices",
     "a steady state without a duration", "a steady state that does not wait", "a duration without a steady state",
     "a steady state whose duration does not parse", "a paced steady state",

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from bench.simcluster.defaults import stamp_volume_phase_transition
+from bench.simcluster.store import Store
 from bench.simcluster.volumes import (
-    ATTACH_LIMIT, PROVISIONER, ProvisioningError, csinode_for, find_best_match, provisioned_volume,
-    volume_satisfies_claim,
+    ATTACH_LIMIT, CAPACITY_PROVISIONER, CSIDRIVERS, PROVISIONER, ProvisioningError, csinode_for, find_best_match,
+    provisioned_volume, register_driver, volume_satisfies_claim,
 )
 
 
@@ -109,6 +110,20 @@ def test_a_provisioned_volume_takes_the_claims_request_and_the_classs_policy():
     del claim["spec"]["resources"]
     with pytest.raises(ProvisioningError):
         provisioned_volume("pvc-u1", claim, sc, None)
+
+
+def test_the_capacity_driver_has_its_capacity_checked_and_provisions_as_itself():
+    """CAPACITY_PROVISIONER is the stand-in's driver under a name whose CSIDriver says storageCapacity: true
+    (schedulers then need a CSIStorageCapacity selecting the node); its volumes name it, not PROVISIONER."""
+    store = Store()
+    register_driver(store)
+    register_driver(store)   # again, at a resync: nothing changes
+    assert store.get_obj(CSIDRIVERS, "", PROVISIONER)["spec"]["storageCapacity"] is False
+    assert store.get_obj(CSIDRIVERS, "", CAPACITY_PROVISIONER)["spec"]["storageCapacity"] is True
+    sc = {"metadata": {"name": "lvm"}, "provisioner": CAPACITY_PROVISIONER}
+    got = provisioned_volume("pvc-u1", pvc("1Gi"), sc, None)
+    assert got["spec"]["csi"]["driver"] == CAPACITY_PROVISIONER
+    assert got["metadata"]["annotations"] == {"pv.kubernetes.io/provisioned-by": CAPACITY_PROVISIONER}
 
 
 @pytest.mark.parametrize("annotations, default, want", [
