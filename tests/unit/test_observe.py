@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from scheduler.framework.clock import FakeClock
 from scheduler.model import Node, Pod
 from scheduler.observe import (
-    BINDING, FAILED_SCHEDULING, MAX_NOTE_BYTES, NORMAL, SCHEDULED, SCHEDULED_REASON, SCHEDULING, WARNING,
+    BACKLOG_CONCURRENCY, BINDING, FAILED_SCHEDULING, MAX_NOTE_BYTES, NORMAL, SCHEDULED, SCHEDULED_REASON, SCHEDULING, WARNING,
     EventRecorder, Metrics, exponential_buckets, object_reference, serve_health,
 )
 from tests.support.waiting import eventually
@@ -401,6 +401,23 @@ async def test_writes_run_concurrently_up_to_the_limit_and_the_queue_holds_the_r
     sink.gate.set()
     await rec.stop()
     assert sorted(e["reason"] for e in sink.created) == [f"R{i}" for i in range(5)]
+
+
+async def test_a_backlog_past_a_quarter_of_the_queue_gets_more_writes_under_way() -> None:
+    sink = Sink()
+    sink.gate = asyncio.Event()                         # the API server is slow
+    rec = recorder(sink, concurrency=2, capacity=20)
+    rec.start()
+    for i in range(12):
+        rec.eventf(POD, None, NORMAL, f"R{i}", BINDING, "n")
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # more than 20 // 4 waiting: up to 2 * BACKLOG_CONCURRENCY under way, until the queue is down to 5
+    assert 2 < len(rec._writes) <= 2 * BACKLOG_CONCURRENCY, "catching up instead of dropping"
+    assert (len(rec._writes), len(rec._queue)) == (7, 5)
+    sink.gate.set()
+    await rec.stop()
+    assert rec.dropped == 0 and len(sink.created) == 12
 
 
 async def test_a_series_patch_waits_for_the_create_of_its_first_object() -> None:
