@@ -342,10 +342,8 @@ QUEUE_CAPACITY = 10_000             # ten times client-go's maxQueuedEvents: a g
 WRITE_CONCURRENCY = 64              # event writes under way at once. client-go has one sink goroutine, but
                                     # its round trip is cheap; here 1 in flight dropped 70% of the events of a
                                     # 1,000 pods/s burst, 32 dropped 10%, 64 none (GangBasic/5000Nodes)
-BACKLOG_CONCURRENCY = 4             # writes under way once a quarter of the queue waits: so many times more. Binds
-                                    # run unbounded, so in a burst they take the server and the events fall behind:
-                                    # 30,000 pods bound at 740 a second (SchedulingBasic/15000Nodes, real server)
-                                    # dropped 9,806 Scheduled events at 64 in flight
+BACKLOG_CONCURRENCY = 4             # so many times the writes while a quarter of the queue waits: binds run unbounded,
+                                    # and at 64 in flight a burst of 30,000 dropped 9,806 events (15,000 nodes, real)
 SERIES_FINISH_SECONDS = 6 * 60      # client-go's finishTime: a series ends after this long without a repeat
 SERIES_REFRESH_SECONDS = 30 * 60    # client-go's refreshTime: a running series' count is written at least this often
 
