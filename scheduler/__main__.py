@@ -144,7 +144,8 @@ async def _serve(args: argparse.Namespace, config) -> int:
     app = App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
               health_port=args.port or None, podgroup_status_qps=args.podgroup_status_qps,
               podgroup_status_burst=args.podgroup_status_burst, serving=args.serving)
-    # this process's collections timed into its metrics (never on import: tests embed the App)
+    # this process's collections timed into its metrics, and what survives each frozen, so that no collection
+    # walks the informers' caches again (scheduler/gcpause.py; never on import: tests embed the App)
     with gcpause.installed(app.metrics):
         async with app:
             freeze_startup_heap()

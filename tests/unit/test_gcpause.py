@@ -8,7 +8,7 @@ import itertools
 import pytest
 from prometheus_client import CollectorRegistry
 
-from scheduler.gcpause import PauseRecorder, installed
+from scheduler.gcpause import THRESHOLDS, PauseRecorder, installed
 from scheduler.observe import Metrics
 
 
@@ -22,7 +22,7 @@ def test_a_collection_is_recorded_under_its_generation(generation: int) -> None:
     enabled = gc.isenabled()
     gc.disable()   # no automatic collection inside the block: only the one asked for
     try:
-        with installed(m):
+        with installed(m, freeze=False):
             gc.collect(generation)
     finally:
         if enabled:
@@ -51,7 +51,7 @@ def test_the_max_gauge_keeps_the_longest_pause_not_the_last() -> None:
 
 def test_the_hook_is_removed_when_the_block_ends() -> None:
     before = list(gc.callbacks)
-    with installed(Metrics(CollectorRegistry())) as recorder:
+    with installed(Metrics(CollectorRegistry()), freeze=False) as recorder:
         assert recorder in gc.callbacks
     assert gc.callbacks == before
 
@@ -64,3 +64,69 @@ def test_importing_the_scheduler_hooks_nothing_into_the_collector() -> None:
     out = subprocess.run([sys.executable, "-c", "import gc, scheduler.app, scheduler.gcpause, scheduler.__main__; "
                           "print(len(gc.callbacks))"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+# ---------------------------------------------------------------------------- freezing what survives
+
+
+class Node:
+    """A container the collector tracks (an instance with a __dict__), to build cycles from."""
+
+    def __init__(self) -> None:
+        self.other: object = None
+
+
+@pytest.fixture
+def frozen_heap_restored():
+    """Freezing in a test freezes the test process: give it all back to the collector afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()   # only the collections a test asks for
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def test_what_survives_a_collection_is_frozen_and_the_older_generations_are_left_empty(frozen_heap_restored) -> None:
+    survivor = Node()
+    with installed(Metrics(CollectorRegistry())):
+        gc.collect(0)
+        assert gc.get_objects(generation=1) == [] and gc.get_objects(generation=2) == [], \
+            "the next collection walks only what is younger than this one"
+        assert not any(o is survivor for o in gc.get_objects()), "frozen: no collection walks it again"
+    assert gc.get_freeze_count() > 0
+
+
+def test_cyclic_garbage_made_before_a_freeze_is_collected_not_frozen(frozen_heap_restored) -> None:
+    import weakref
+
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    ref = weakref.ref(a)
+    del a, b           # a cycle: reference counting alone never frees it
+    with installed(Metrics(CollectorRegistry())):
+        gc.collect(0)  # the cheapest collection still sees all of it: every older generation was frozen empty
+    assert ref() is None
+
+
+def test_a_frozen_object_is_still_freed_by_reference_counting(frozen_heap_restored) -> None:
+    import weakref
+
+    cached = Node()
+    ref = weakref.ref(cached)
+    with installed(Metrics(CollectorRegistry())):
+        gc.collect(0)
+        assert not any(o is cached for o in gc.get_objects())
+        del cached     # an informer update replaces the cached pod
+        assert ref() is None
+
+
+def test_freezing_sets_its_thresholds_for_the_block_and_restores_the_ones_it_found(frozen_heap_restored) -> None:
+    before = gc.get_threshold()
+    with installed(Metrics(CollectorRegistry())):
+        assert gc.get_threshold() == THRESHOLDS
+    with installed(Metrics(CollectorRegistry()), freeze=False):
+        assert gc.get_threshold() == before
+    assert gc.get_threshold() == before
