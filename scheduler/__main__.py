@@ -146,7 +146,7 @@ async def _serve(args: argparse.Namespace, config) -> int:
               podgroup_status_burst=args.podgroup_status_burst, serving=args.serving)
     # this process's collections timed into its metrics, and what survives each frozen, so that no collection
     # walks the informers' caches again (scheduler/gcpause.py; never on import: tests embed the App)
-    with gcpause.installed(app.metrics):
+    with gcpause.installed(app.metrics.registry):
         async with app:
             freeze_startup_heap()
             waiter = asyncio.create_task(app.wait())

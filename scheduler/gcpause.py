@@ -13,7 +13,10 @@ since the last one (twenty generation-0 batches of 50,000): 0.5 to 1.3 s at
   ``tandem_gc_pause_seconds{generation}`` and keeps the longest in
   ``tandem_gc_pause_max_seconds{generation}``. Its stop phase is a few list
   lookups and one histogram observation: it must never allocate containers
-  (that would count toward the next collection) or do I/O.
+  (that would count toward the next collection) or do I/O. It registers
+  both metrics on the registry it is given (the App's, next to
+  :class:`scheduler.observe.Metrics`), so that they exist only in a process
+  whose collections are timed: an embedded App has no such series.
 * :class:`FreezeSurvivors` is the fix: at the end of every collection it
   calls ``gc.freeze()``. Since the previous collection froze everything,
   the older generations are empty when a collection starts, so a collection
@@ -38,10 +41,10 @@ never on import.
 Its price: a cycle that was alive at a collection and becomes garbage later
 (an asyncio task that ends with an exception, its traceback) is never
 collected. With a collection every half second or so, only what is in flight
-at those moments is at risk. Over a 50,000-pod run, unfreezing at the end and
-collecting everything found as much garbage as without freezing (4,253
-objects against 4,248), and the RSS peak was the same (bench/RESULTS.md,
-"Issue 30").
+at those moments is at risk. Over 50,000-pod runs, unfreezing at the end and
+collecting everything found as much garbage as without freezing (4,253 to
+4,312 objects, against 4,248 to 4,307), and the RSS peak was the same
+(bench/RESULTS.md, "Issue 30").
 """
 
 from __future__ import annotations
@@ -52,11 +55,15 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from scheduler.observe import Metrics
+from prometheus_client import CollectorRegistry, Gauge, Histogram
+
+from scheduler.observe import exponential_buckets
 
 log = logging.getLogger("tandem.gcpause")
 
 GENERATIONS = 3
+# tandem_gc_pause_seconds: 0.5 ms to 1 s, 2^(1/2) apart (rounded to the microsecond, for readable le labels)
+PAUSE_BUCKETS = tuple(round(b, 6) for b in exponential_buckets(0.0005, 2 ** 0.5, 23))
 
 
 class PauseRecorder:
@@ -64,11 +71,17 @@ class PauseRecorder:
 
     __slots__ = ("_timer", "_observe", "_max_gauges", "longest", "counts", "_started")
 
-    def __init__(self, metrics: Metrics, timer: Callable[[], float] = time.perf_counter) -> None:
+    def __init__(self, registry: CollectorRegistry, timer: Callable[[], float] = time.perf_counter) -> None:
         self._timer = timer                  # a duration measured, not a time scheduled: not the Clock
+        pauses = Histogram(
+            "tandem_gc_pause_seconds", "Time the cyclic garbage collector stopped the process, per collection, by "
+            "the generation collected.", ["generation"], buckets=PAUSE_BUCKETS, registry=registry)
+        longest = Gauge(
+            "tandem_gc_pause_max_seconds", "The longest cyclic garbage collection since the process started, by "
+            "the generation collected.", ["generation"], registry=registry)
         # the labelled children looked up once: the callback runs inside the collection it times
-        self._observe = [metrics.gc_pause.labels(str(g)).observe for g in range(GENERATIONS)]
-        self._max_gauges = [metrics.gc_pause_max.labels(str(g)) for g in range(GENERATIONS)]
+        self._observe = [pauses.labels(str(g)).observe for g in range(GENERATIONS)]
+        self._max_gauges = [longest.labels(str(g)) for g in range(GENERATIONS)]
         for gauge in self._max_gauges:
             gauge.set(0.0)
         self.longest = [0.0] * GENERATIONS   # seconds, per generation, since start
@@ -110,20 +123,20 @@ class FreezeSurvivors:
             self.freezes += 1
 
 
-# A collection once 20,000 tracked containers more are alive than at the last one (tune_gc's 50,000 made
-# 16 ms of CPU at the median, 33 at the most): with the older generations frozen empty, that number bounds
-# every pause, at about 1 us an object on a busy machine. The older thresholds are tune_gc's: their counts
+# A collection once 20,000 tracked containers more are alive than at the last one: with the older
+# generations frozen empty, that number bounds every pause, at about 1 us an object on a busy machine
+# (50,000 pods: 4-6 ms of CPU at the median, 27 at the most; with tune_gc's 50,000, 15 and 35). The older thresholds are tune_gc's: their counts
 # are zeroed by every freeze, so they never come due.
 THRESHOLDS = (20_000, 20, 100)
 
 
 @contextmanager
-def installed(metrics: Metrics, freeze: bool = True) -> Iterator[PauseRecorder]:
-    """Time every collection into ``metrics`` for the block, and with ``freeze`` freeze what survives each.
+def installed(registry: CollectorRegistry, freeze: bool = True) -> Iterator[PauseRecorder]:
+    """Time every collection into ``registry`` for the block, and with ``freeze`` freeze what survives each.
 
     Freezing sets :data:`THRESHOLDS`; the thresholds found are restored at the end, and the longest pauses logged.
     """
-    recorder = PauseRecorder(metrics)
+    recorder = PauseRecorder(registry)
     freezer = FreezeSurvivors() if freeze else None
     hooks: list[Any] = [recorder] if freezer is None else [recorder, freezer]
     thresholds = gc.get_threshold()

@@ -78,10 +78,6 @@ def exponential_buckets(start: float, factor: float, count: int) -> tuple[float,
     return tuple(start * factor ** i for i in range(count))
 
 
-# tandem_gc_pause_seconds: 0.5 ms to 1 s, 2^(1/2) apart (rounded to the microsecond, for readable le labels)
-GC_PAUSE_BUCKETS = tuple(round(b, 6) for b in exponential_buckets(0.0005, 2 ** 0.5, 23))
-
-
 class Metrics:
     """kube-scheduler's metrics, one registry per scheduler process (or per test)."""
 
@@ -155,13 +151,6 @@ class Metrics:
         self.events_dropped = Counter(
             "tandem_event_recorder_dropped_events", "Events dropped because the recorder's queue was full.",
             registry=r)
-        # tandem's: the cyclic collector's pauses, timed by scheduler/gcpause.py
-        self.gc_pause = Histogram(
-            "tandem_gc_pause_seconds", "Time the cyclic garbage collector stopped the process, per collection, by "
-            "the generation collected.", ["generation"], buckets=GC_PAUSE_BUCKETS, registry=r)
-        self.gc_pause_max = Gauge(
-            "tandem_gc_pause_max_seconds", "The longest cyclic garbage collection since the process started, by "
-            "the generation collected.", ["generation"], registry=r)
         # client-go's leader election metric (leaderelection/metrics.go), set by scheduler/leader.py
         self.leader_election_master_status = Gauge(
             "leader_election_master_status", "Gauge of if the reporting system is master of the relevant lease, "

@@ -3,55 +3,52 @@
 from __future__ import annotations
 
 import gc
-import itertools
 
 import pytest
 from prometheus_client import CollectorRegistry
 
 from scheduler.gcpause import THRESHOLDS, PauseRecorder, installed
-from scheduler.observe import Metrics
 
 
-def sample(m: Metrics, name: str, generation: int) -> float | None:
-    return m.registry.get_sample_value(name, {"generation": str(generation)})
+def sample(registry: CollectorRegistry, name: str, generation: int) -> float | None:
+    return registry.get_sample_value(name, {"generation": str(generation)})
 
 
 @pytest.mark.parametrize("generation", [0, 1, 2], ids=lambda g: f"a generation-{g} collection")
 def test_a_collection_is_recorded_under_its_generation(generation: int) -> None:
-    m = Metrics(CollectorRegistry())
+    registry = CollectorRegistry()
     enabled = gc.isenabled()
     gc.disable()   # no automatic collection inside the block: only the one asked for
     try:
-        with installed(m, freeze=False):
+        with installed(registry, freeze=False):
             gc.collect(generation)
     finally:
         if enabled:
             gc.enable()
-    assert sample(m, "tandem_gc_pause_seconds_count", generation) == 1
-    assert sample(m, "tandem_gc_pause_max_seconds", generation) > 0
+    assert sample(registry, "tandem_gc_pause_seconds_count", generation) == 1
+    assert sample(registry, "tandem_gc_pause_max_seconds", generation) > 0
     for other in {0, 1, 2} - {generation}:
-        assert sample(m, "tandem_gc_pause_seconds_count", other) == 0
-        assert sample(m, "tandem_gc_pause_max_seconds", other) == 0
+        assert sample(registry, "tandem_gc_pause_seconds_count", other) == 0
+        assert sample(registry, "tandem_gc_pause_max_seconds", other) == 0
 
 
 def test_the_max_gauge_keeps_the_longest_pause_not_the_last() -> None:
-    m = Metrics(CollectorRegistry())
-    ticks = itertools.chain([0.0, 0.120, 1.0, 1.030, 2.0, 2.250, 3.0, 3.010])   # perf_counter at start, stop, ...
-    recorder = PauseRecorder(m, timer=lambda: next(ticks))
+    registry = CollectorRegistry()
+    ticks = iter([0.0, 0.120, 1.0, 1.030, 2.0, 2.250, 3.0, 3.010])   # perf_counter at start, stop, ...
+    recorder = PauseRecorder(registry, timer=lambda: next(ticks))
     for _ in range(4):
         recorder("start", {"generation": 1})
         recorder("stop", {"generation": 1, "collected": 0, "uncollectable": 0})
-    assert sample(m, "tandem_gc_pause_max_seconds", 1) == pytest.approx(0.250)
-    assert sample(m, "tandem_gc_pause_seconds_count", 1) == 4
-    assert sample(m, "tandem_gc_pause_seconds_sum", 1) == pytest.approx(0.410)
-    assert sample(m, "tandem_gc_pause_seconds_bucket", 1) is None   # buckets carry le
-    assert m.registry.get_sample_value("tandem_gc_pause_seconds_bucket", {"generation": "1", "le": "0.032"}) == 2
+    assert sample(registry, "tandem_gc_pause_max_seconds", 1) == pytest.approx(0.250)
+    assert sample(registry, "tandem_gc_pause_seconds_count", 1) == 4
+    assert sample(registry, "tandem_gc_pause_seconds_sum", 1) == pytest.approx(0.410)
+    assert registry.get_sample_value("tandem_gc_pause_seconds_bucket", {"generation": "1", "le": "0.032"}) == 2
     assert recorder.counts == [0, 4, 0] and recorder.longest[1] == pytest.approx(0.250)
 
 
 def test_the_hook_is_removed_when_the_block_ends() -> None:
     before = list(gc.callbacks)
-    with installed(Metrics(CollectorRegistry()), freeze=False) as recorder:
+    with installed(CollectorRegistry(), freeze=False) as recorder:
         assert recorder in gc.callbacks
     assert gc.callbacks == before
 
@@ -91,7 +88,7 @@ def frozen_heap_restored():
 
 def test_what_survives_a_collection_is_frozen_and_the_older_generations_are_left_empty(frozen_heap_restored) -> None:
     survivor = Node()
-    with installed(Metrics(CollectorRegistry())):
+    with installed(CollectorRegistry()):
         gc.collect(0)
         assert gc.get_objects(generation=1) == [] and gc.get_objects(generation=2) == [], \
             "the next collection walks only what is younger than this one"
@@ -106,7 +103,7 @@ def test_cyclic_garbage_made_before_a_freeze_is_collected_not_frozen(frozen_heap
     a.other, b.other = b, a
     ref = weakref.ref(a)
     del a, b           # a cycle: reference counting alone never frees it
-    with installed(Metrics(CollectorRegistry())):
+    with installed(CollectorRegistry()):
         gc.collect(0)  # the cheapest collection still sees all of it: every older generation was frozen empty
     assert ref() is None
 
@@ -116,7 +113,7 @@ def test_a_frozen_object_is_still_freed_by_reference_counting(frozen_heap_restor
 
     cached = Node()
     ref = weakref.ref(cached)
-    with installed(Metrics(CollectorRegistry())):
+    with installed(CollectorRegistry()):
         gc.collect(0)
         assert not any(o is cached for o in gc.get_objects())
         del cached     # an informer update replaces the cached pod
@@ -125,8 +122,8 @@ def test_a_frozen_object_is_still_freed_by_reference_counting(frozen_heap_restor
 
 def test_freezing_sets_its_thresholds_for_the_block_and_restores_the_ones_it_found(frozen_heap_restored) -> None:
     before = gc.get_threshold()
-    with installed(Metrics(CollectorRegistry())):
+    with installed(CollectorRegistry()):
         assert gc.get_threshold() == THRESHOLDS
-    with installed(Metrics(CollectorRegistry()), freeze=False):
+    with installed(CollectorRegistry(), freeze=False):
         assert gc.get_threshold() == before
     assert gc.get_threshold() == before
