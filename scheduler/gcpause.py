@@ -5,8 +5,9 @@ of the generations it collects. The scheduler's heap is mostly the informers'
 pods and nodes: orjson dicts and lists that live until an update replaces
 them and that reference counting frees on its own. Pods created during a run
 are young, so each generation-1 collection walked every one that arrived
-since the last one (twenty generation-0 batches of 50,000): 0.5 to 1.3 s at
-50,000 pods (bench/RESULTS.md, "Issue 30").
+since the last one (twenty generation-0 batches of 50,000): at 50,000 pods,
+three a run of 360-430 ms of CPU each, 0.4 to 1.9 s of wall time on a busy
+machine (bench/RESULTS.md, "Issue 30").
 
 * :class:`PauseRecorder` is a ``gc.callbacks`` hook that times each
   collection (``time.perf_counter`` between its start and stop phases) into
