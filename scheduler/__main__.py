@@ -124,6 +124,7 @@ def serving_options(args: argparse.Namespace) -> ss.ServingOptions:
 
 
 async def _serve(args: argparse.Namespace, config) -> int:
+    from scheduler import gcpause
     from scheduler.app import App
 
     loop = asyncio.get_running_loop()
@@ -140,14 +141,18 @@ async def _serve(args: argparse.Namespace, config) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
-    async with App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
-                   health_port=args.port or None, podgroup_status_qps=args.podgroup_status_qps,
-                   podgroup_status_burst=args.podgroup_status_burst, serving=args.serving) as app:
-        freeze_startup_heap()
-        waiter = asyncio.create_task(app.wait())
-        stopper = asyncio.create_task(stop.wait())
-        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
+    app = App(config, kubeconfig=args.kubeconfig, health_host=args.bind_address,
+              health_port=args.port or None, podgroup_status_qps=args.podgroup_status_qps,
+              podgroup_status_burst=args.podgroup_status_burst, serving=args.serving)
+    # this process's collections timed into its metrics, and what survives each frozen, so that no collection
+    # walks the informers' caches again (scheduler/gcpause.py; never on import: tests embed the App)
+    with gcpause.installed(app.metrics.registry):
+        async with app:
+            freeze_startup_heap()
+            waiter = asyncio.create_task(app.wait())
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
     # a lost lease ends the process with an error, as kube-scheduler's "leaderelection lost": the Deployment
     # restarts it, as a follower
     return 1 if app.lost_leadership else 0
