@@ -37,6 +37,8 @@ from urllib.parse import quote
 import httptools
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from scheduler.framework.clock import io_timer
+
 # path characters sent as they are: RFC 3986 pchar plus "/" and "%" (a path that is already percent-encoded
 # stays as it is, as yarl does with encoded=True)
 _SAFE_PATH = "/:@!$&'()*+,;=-._~%"
@@ -289,7 +291,7 @@ class Transport:
         timer = None
         try:
             waiter = conn.send(data)
-            timer = asyncio.get_running_loop().call_later(timeout, _expire, waiter, method, path, timeout)
+            timer = io_timer(timeout, _expire, waiter, method, path, timeout)
             resp, keep_alive = await waiter
             self._done_with(conn, keep_alive)
             conn = None

@@ -43,6 +43,12 @@ class Timer(Protocol):
     def cancel(self) -> None: ...
 
 
+def io_timer(delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
+    """A timer that bounds real I/O, on the event loop's own time (as ``asyncio.timeout``), not on any clock:
+    see the module docstring. The transport times an exchange on a warm connection with it."""
+    return asyncio.get_running_loop().call_later(max(0.0, delay), fn, *args)
+
+
 class Clock:
     """Monotonic seconds, wall seconds, and timers on the running event loop."""
 
