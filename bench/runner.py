@@ -111,7 +111,8 @@ Progress = Callable[[str, int, int], None]
 
 
 class Pause(Protocol):
-    """Told around a measured createPods op's creates (bench/pause.py stops the schedulers in between)."""
+    """Told around a measured createPods or createPodGroups op's pod creates (bench/pause.py stops the
+    schedulers in between)."""
 
     async def hold(self) -> None: ...
 
@@ -973,7 +974,8 @@ class _Run:
         started = op.collect_metrics and not self.recorder.collecting
         if started:
             self.recorder.start_collecting(time.time())
-        await self._create_pods_and_wait(op, ns, pods, make, measured, not op.skip_wait, op.timeout)
+        await self._create_pods_and_wait(op, ns, pods, make, measured, not op.skip_wait, op.timeout,
+                                         pause=self.pause if measured else None)
         if started:
             self.recorder.stop_collecting(time.time())
 

@@ -134,6 +134,17 @@ async def test_the_pause_is_held_only_while_the_measured_op_creates_its_pods(sim
     assert all(p.bound is not None for p in recorder.measured())
 
 
+async def test_the_pause_is_held_while_a_measured_create_pod_groups_op_creates_its_members(sim):
+    _, target = sim
+    workload = find_workload(WORKLOADS, "GangBasic/Smoke")
+    recorder = Recorder()
+    pause = CountingPause(recorder)
+    async with BaselineBinder(target.client):
+        await run_workload(workload, target, BASELINE_SCHEDULER_NAME, recorder, timeout=30, pause=pause)
+    n = len(recorder.measured())
+    assert n > 0 and pause.events == [("hold", 0), ("release", n)]
+
+
 async def test_the_pause_is_released_when_a_create_fails(sim, tmp_path):
     _, target = sim
     workload = ops_workload(tmp_path, "Bad", """\
