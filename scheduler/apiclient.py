@@ -287,6 +287,7 @@ class APIClient:
         if configuration.proxy:
             self._request_kw["proxy"] = configuration.proxy
         self._static_headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+        self._header_cache: dict[str | None, dict[str, str]] = {}   # shared: read, never written
         url = urlsplit(self.host)   # checked before anything is opened, so a bad address leaks nothing
         try:
             port = url.port
@@ -331,6 +332,17 @@ class APIClient:
     # ------------------------------------------------------------------ plumbing
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
+        """The request's headers. Built once per content type while no refresh hook can change the token
+        (a kubeconfig's static token or certificate); with a hook (in-cluster token rotation) on every call."""
+        if self.config.refresh_api_key_hook is None:
+            cached = self._header_cache.get(content_type)
+            if cached is not None:
+                return cached
+            headers = self._header_cache[content_type] = await self._build_headers(content_type)
+            return headers
+        return await self._build_headers(content_type)
+
+    async def _build_headers(self, content_type: str | None) -> dict[str, str]:
         headers = dict(self._static_headers)
         # calls the refresh hook (in-cluster token rotation) when one is set
         token = await self.config.get_api_key_with_prefix("BearerToken", alias="authorization")

@@ -238,16 +238,15 @@ class Transport:
     async def request(self, method: str, path: str, *, query: str = "", headers: dict[str, str] | None = None,
                       body: bytes | None = None, timeout: float | None = None,
                       connect_timeout: float | None = None) -> Response:
-        """One exchange. ``query`` is already encoded; ``timeout`` covers waiting, connecting and the answer."""
+        """One exchange. ``query`` is already encoded. ``timeout`` bounds the answer, and connecting when a new
+        connection is needed; when every slot is taken, it covers the wait for one as well."""
         if self._closed:
             raise TransportError("the transport is closed")
         data = self._head(method, path, query, headers or {}, body)
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limit)
         if timeout is not None and not self._slots.locked():
-            warm = self._idle_connection()
-            if warm is not None:
-                return await self._send_on_idle(warm, method, path, data, timeout)
+            return await self._send_now(method, path, data, timeout, connect_timeout)
         conn: _Connection | None = None
         try:
             async with asyncio.timeout(timeout):
@@ -279,17 +278,22 @@ class Transport:
                 return c
         return None
 
-    async def _send_on_idle(self, conn: _Connection, method: str, path: str, data: bytes, timeout: float) -> Response:
-        """The usual exchange: a slot free and a warm connection idle, so nothing is waited for but the answer.
-        Its timeout is one timer that fails the answer's future (``asyncio.timeout``'s bookkeeping cost more
-        than the rest of the exchange's Python); the connection of an exchange that did not end cleanly is
-        closed, as in :meth:`request`."""
+    async def _send_now(self, method: str, path: str, data: bytes, timeout: float,
+                        connect_timeout: float | None) -> Response:
+        """The usual exchange: a slot is free, so nothing is waited for but a connection and the answer. A warm
+        connection is taken when one is idle, else one is opened (within ``connect_timeout`` and ``timeout``,
+        each). The answer is timed by one timer that fails its future (``asyncio.timeout``'s bookkeeping cost
+        more than the rest of the exchange's Python), from when the request is written; the connection of an
+        exchange that did not end cleanly is closed, as in :meth:`request`."""
         slots = self._slots
         assert slots is not None
         await slots.acquire()   # free: no wait
-        waiter = None
+        conn = None
         timer = None
         try:
+            conn = self._idle_connection()
+            if conn is None:
+                conn = await self._connect(timeout if connect_timeout is None else min(connect_timeout, timeout))
             waiter = conn.send(data)
             timer = io_timer(timeout, _expire, waiter, method, path, timeout)
             resp, keep_alive = await waiter
