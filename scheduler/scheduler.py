@@ -127,6 +127,7 @@ class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
             self.group_listeners.extend(p.group_changed for p in fw.plugins.values()
                                         if "GroupEvents" in p.EXTENSION_POINTS)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None   # the loop _spawn makes tasks on, found once
         self._stopping = False
         self.cycle_durations: list[float] = []  # seconds, for benchmarks (bounded)
         self.scheduled = 0
@@ -164,7 +165,10 @@ class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
             self.queue.activate([uid])
 
     def _spawn(self, coro: Awaitable[Any], what: str) -> None:
-        task = asyncio.ensure_future(coro)
+        loop = self._loop
+        if loop is None or loop.is_closed():   # asyncio.get_running_loop() is a getpid() system call: once
+            loop = self._loop = asyncio.get_running_loop()
+        task = loop.create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:
