@@ -328,17 +328,20 @@ async def _unless_it_dies(proc: Any, work: Awaitable[None], every: float = 0.5) 
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _final_requests(metrics_url: str | None) -> tuple[dict[str, float], float | None]:
-    """The scheduler's API requests by method and dropped events, scraped once at the end (best effort)."""
-    from bench.metrics import api_requests, scrape
+async def _final_requests(metrics_url: str | None
+                          ) -> tuple[dict[str, float], float | None, dict[str, tuple[float, float]]]:
+    """The scheduler's API requests by method, dropped events and collector pauses, scraped once at the end
+    (best effort)."""
+    from bench.metrics import api_requests, gc_pauses, scrape
 
     if not metrics_url:
-        return {}, None
+        return {}, None, {}
     try:
-        return api_requests(await scrape(metrics_url))
+        text = await scrape(metrics_url)
+        return (*api_requests(text), gc_pauses(text))
     except Exception as exc:  # noqa: BLE001 - a missing count must not fail the run
         print(f"{PROG}: could not read the scheduler's request counts from {metrics_url}: {exc}", file=sys.stderr)
-        return {}, None
+        return {}, None, {}
 
 
 async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
@@ -378,7 +381,7 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                     await scraper.start()
                 profilers = _profilers(args, served.pid, target.sim_process, recorder)
                 attempt = None
-                requests: tuple[dict[str, float], float | None] = ({}, None)
+                requests: tuple[dict[str, float], float | None, dict[str, tuple[float, float]]] = ({}, None, {})
                 try:
                     # the pause resumes what it stopped on every way out, a failed run's too
                     with ProgressBar(desc) as bar, pause or contextlib.nullcontext():
@@ -395,7 +398,7 @@ async def measure(spec: SchedulerSpec, workload: Any, args: argparse.Namespace,
                         for path in prof.finish():
                             print(f"{PROG}: py-spy of pid {prof.pid} over the window: {path}", file=sys.stderr)
         metrics = collect(recorder, workload.full_name, spec.label, attempt=attempt, sampler=sampler)
-        metrics.requests, metrics.events_dropped = requests
+        metrics.requests, metrics.events_dropped, metrics.gc_pauses = requests
         metrics.moves = moves(recorder, scraper.extra if scraper is not None else None)
         if scraper is None:
             metrics_note = None

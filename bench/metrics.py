@@ -314,6 +314,26 @@ def api_requests(text: str) -> tuple[dict[str, float], float | None]:
     return by_method, dropped
 
 
+GC_PAUSE_METRIC = "tandem_gc_pause_seconds"          # scheduler/gcpause.py's
+GC_PAUSE_MAX_METRIC = "tandem_gc_pause_max_seconds"
+
+
+def gc_pauses(text: str) -> dict[str, tuple[float, float]]:
+    """tandem's cyclic-collector pauses over its life, per generation: (collections, longest in seconds); {} for
+    a scheduler without them."""
+    counts: dict[str, float] = {}
+    longest: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name == GC_PAUSE_METRIC:
+            for s in family.samples:
+                if s.name == f"{GC_PAUSE_METRIC}_count":
+                    counts[s.labels.get("generation", "")] = float(s.value)
+        elif family.name == GC_PAUSE_MAX_METRIC:
+            for s in family.samples:
+                longest[s.labels.get("generation", "")] = float(s.value)
+    return {g: (counts.get(g, 0.0), longest.get(g, 0.0)) for g in sorted(counts.keys() | longest.keys())}
+
+
 async def scrape(metrics_url: str, timeout: float = 10.0) -> str:
     """GET a Prometheus text exposition (no ``Accept`` header: the classic text format)."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
@@ -678,6 +698,7 @@ class RunMetrics:
     gang_wait_utilization: float | None = None
     requests: dict[str, float] = field(default_factory=dict)  # the scheduler's API requests by method, whole run
     events_dropped: float | None = None             # events its recorder dropped, whole run (tandem only)
+    gc_pauses: dict[str, tuple[float, float]] = field(default_factory=dict)  # generation -> (collections, longest s)
     moves: Any = None                               # bench.consolidation.Moves, for a Consolidation workload
 
     @property

@@ -113,6 +113,7 @@ def run_results(m: RunMetrics) -> dict[str, Any]:
         "window_rate": m.window_rate,
         "api_requests": dict(m.requests),
         "events_dropped": m.events_dropped,
+        "gc_pauses": {g: {"collections": c, "longest_seconds": mx} for g, (c, mx) in m.gc_pauses.items()},
         "consolidation": m.moves.as_dict() if m.moves is not None else None,
     }
 
@@ -242,6 +243,9 @@ def summary_text(m: RunMetrics, *, config: str | None = None, ceiling: RunMetric
         counts = "  ".join(f"{method} {n:,.0f}" for method, n in sorted(m.requests.items(), key=lambda kv: -kv[1]))
         dropped = "" if m.events_dropped is None else f"; events dropped {m.events_dropped:,.0f}"
         lines.append(f"  requests     {counts}  (whole run{dropped})")
+    if m.gc_pauses:
+        lines.append("  collector    " + "  ".join(f"gen{g} {c:,.0f} pauses, longest {_ms(mx)}"
+                                                  for g, (c, mx) in m.gc_pauses.items()) + "  (whole run)")
     if ceiling is not None:
         lines.append("  ceiling      " + ceiling_line(m, ceiling))
     return "\n".join(lines)

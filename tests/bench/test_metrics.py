@@ -559,3 +559,23 @@ def test_api_requests_of_a_scheduler_without_those_metrics_are_empty() -> None:
 
     assert api_requests("# TYPE scheduler_pending_pods gauge\nscheduler_pending_pods{queue=\"active\"} 0\n") == (
         {}, None)
+
+
+def test_gc_pauses_read_collections_and_the_longest_per_generation() -> None:
+    from bench.metrics import gc_pauses
+    text = "\n".join([
+        "# TYPE tandem_gc_pause_seconds histogram",
+        'tandem_gc_pause_seconds_bucket{generation="0",le="0.005"} 40.0',
+        'tandem_gc_pause_seconds_bucket{generation="0",le="+Inf"} 42.0',
+        'tandem_gc_pause_seconds_count{generation="0"} 42.0',
+        'tandem_gc_pause_seconds_sum{generation="0"} 0.2',
+        'tandem_gc_pause_seconds_bucket{generation="2",le="+Inf"} 1.0',
+        'tandem_gc_pause_seconds_count{generation="2"} 1.0',
+        'tandem_gc_pause_seconds_sum{generation="2"} 0.04',
+        "# TYPE tandem_gc_pause_max_seconds gauge",
+        'tandem_gc_pause_max_seconds{generation="0"} 0.012',
+        'tandem_gc_pause_max_seconds{generation="1"} 0.0',
+        'tandem_gc_pause_max_seconds{generation="2"} 0.04',
+        ""])
+    assert gc_pauses(text) == {"0": (42.0, 0.012), "1": (0.0, 0.0), "2": (1.0, 0.04)}
+    assert gc_pauses("# TYPE scheduler_pending_pods gauge\nscheduler_pending_pods 0\n") == {}
