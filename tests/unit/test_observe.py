@@ -569,3 +569,19 @@ async def test_profile_recorders_share_the_queue_and_report_their_name() -> None
     (ev,) = sink.created
     assert ev["reportingController"] == "gang-scheduler"
     assert ev["note"] == "Successfully assigned team/web-0 to node-a"
+
+
+async def test_a_singleton_is_cached_serialized_and_a_repeat_reads_it_back_for_its_series() -> None:
+    sink = Sink()
+    rec = recorder(sink)
+    rec.start()
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "first")
+    await eventually(lambda: rec._cache, "the recorder to take the event")
+    (cached,) = rec._cache.values()
+    assert isinstance(cached.saved, bytes) and len(cached.saved) < 1024, "kept compact while it is one event"
+    rec.eventf(POD, None, WARNING, FAILED_SCHEDULING, SCHEDULING, "again")
+    await eventually(lambda: cached.count == 2, "the repeat to be counted")
+    assert cached.event["series"]["count"] == 2 and cached.event["note"] == "first", "the first object, now a series"
+    await rec.stop()
+    assert [e["note"] for e in sink.created] == ["first"]
+    assert [p["series"]["count"] for _, p in sink.patched] == [2], sink.patched
