@@ -157,7 +157,8 @@ class App:
         nodes = Informer(self.client, "/api/v1/nodes", name="nodes", clock=clock,
                          on_add=sched.on_node_add, on_update=sched.on_node_update, on_delete=sched.on_node_delete)
         pods = Informer(self.client, "/api/v1/pods", name="pods", clock=clock,
-                        on_add=sched.on_pod_add, on_update=sched.on_pod_update, on_delete=sched.on_pod_delete)
+                        on_add=sched.on_pod_add, on_update=sched.on_pod_update, on_delete=sched.on_pod_delete,
+                        share_spec=("containers", "initContainers", "tolerations"))
         # priority classes only to tell a pod naming a missing class (see Scheduler._pod_problem)
         sched.priority_classes = set()
         classes = Informer(self.client, "/apis/scheduling.k8s.io/v1/priorityclasses", name="priorityclasses",

@@ -55,6 +55,8 @@ import random
 import time
 from typing import Any, Callable, Mapping, Protocol
 
+import orjson
+
 from scheduler.apiclient import APIClient, Gone
 from scheduler.framework.clock import Clock
 
@@ -105,8 +107,12 @@ class Informer:
     def __init__(self, client: APIClient, path: str, params: Mapping[str, Any] | None = None, *,
                  name: str | None = None, on_add: OnAdd | None = None, on_update: OnUpdate | None = None,
                  on_delete: OnDelete | None = None, watch_timeout: tuple[int, int] = DEFAULT_WATCH_TIMEOUT,
-                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0, clock: Clock) -> None:
+                 backoff: tuple[float, float] = (0.5, 30.0), page_size: int = 0, clock: Clock,
+                 share_spec: tuple[str, ...] = ()) -> None:
         self.client = client
+        # spec fields whose equal values objects share (one list for all the pods of a template's containers)
+        self.share_spec = share_spec
+        self._shared: dict[bytes, Any] = {}
         self.clock: Clock = clock   # backoff waits and the short-watch check
         self.path = path
         self.params = dict(params or {})
@@ -251,6 +257,8 @@ class Informer:
         for obj in items:
             meta = obj["metadata"]
             meta.pop("managedFields", None)
+            if self.share_spec:
+                self._share(obj)
             ns = meta.get("namespace")
             fresh[f"{ns}/{meta['name']}" if ns else meta["name"]] = obj
         old = self.store
@@ -313,6 +321,8 @@ class Informer:
             return
         self.events += 1
         meta.pop("managedFields", None)
+        if self.share_spec:
+            self._share(obj)
         ns = meta.get("namespace")
         key = f"{ns}/{meta['name']}" if ns else meta["name"]
         store = self.store
@@ -339,6 +349,27 @@ class Informer:
             return
         if rv:
             self.last_rv = rv
+
+    def _share(self, obj: Obj) -> None:
+        """Point ``share_spec``'s fields at an equal value seen before, so the store keeps one of each: the pods of a
+        template repeat their containers (a fifth of a pod's memory, strings mostly). What is shared is never
+        written (handlers must not mutate what they are given). At most 4,096 distinct values are kept."""
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        shared = self._shared
+        for field in self.share_spec:
+            value = spec.get(field)
+            if not value:
+                continue
+            key = orjson.dumps(value)
+            hit = shared.get(key)
+            if hit is not None:
+                spec[field] = hit
+            else:
+                if len(shared) >= 4096:
+                    shared.clear()
+                shared[bytes(memoryview(key))] = value   # at its exact size: orjson's buffer is larger
 
     # ------------------------------------------------------------------ handler calls
 

@@ -148,6 +148,29 @@ async def test_managed_fields_never_reach_the_handlers_or_the_store(cluster, cli
     assert not rec.violations
 
 
+async def test_equal_spec_fields_named_to_share_are_one_object_in_the_store(cluster, client):
+    # the pods of a template repeat their containers: the store keeps one list for all of them
+    def with_image(p: dict[str, Any], image: str) -> dict[str, Any]:
+        p["spec"]["containers"][0]["image"] = image
+        return p
+
+    await client.create(PODS, with_image(pod("listed-a"), "pause:1"))
+    async with Informer(client, "/api/v1/pods", name="pods", clock=client.clock, share_spec=("containers",),
+                        **FAST) as inf:
+        await asyncio.wait_for(inf.synced.wait(), 5)
+        await client.create(PODS, with_image(pod("watched-a"), "pause:1"))
+        await client.create(PODS, with_image(pod("watched-b"), "pause:2"))
+        await eventually(lambda: len(inf.store) == 3, what="the two watched pods")
+        a, same, other = (inf.store[f"default/{n}"]["spec"]["containers"] for n in ("listed-a", "watched-a", "watched-b"))
+        assert a is same, "equal containers: one list"
+        assert other is not a and other[0]["image"] == "pause:2" and a[0]["image"] == "pause:1"
+    async with Informer(client, "/api/v1/pods", name="pods", clock=client.clock, **FAST) as plain:
+        await asyncio.wait_for(plain.synced.wait(), 5)
+        s = plain.store
+        assert s["default/listed-a"]["spec"]["containers"] is not s["default/watched-a"]["spec"]["containers"], \
+            "only the fields named are shared"
+
+
 async def test_cluster_scoped_objects_are_keyed_by_name(cluster, client):
     async with Informer(client, "/api/v1/nodes", clock=client.clock, **FAST) as inf:
         await asyncio.wait_for(inf.synced.wait(), 5)
