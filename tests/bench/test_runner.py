@@ -57,7 +57,7 @@ def expected_measured(workload) -> int:
 
 
 def test_every_test_case_has_a_smoke_workload():
-    assert len(SMOKE) == 27 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
+    assert len(SMOKE) == 28 and len(AFFINITY_SMOKE) == 7 and len(PREEMPTION_SMOKE) == 4
 
 
 @pytest.mark.parametrize("name", SMOKE)
