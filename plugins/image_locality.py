@@ -67,12 +67,11 @@ class ImageLocality:
             # no node reports any of the images (scheduler_perf's pods; most pods of a fresh cluster): every
             # sum is 0, which calculatePriority clamps to the minimum, score 0
             return sums
-        if total_nodes:
-            for col in cols:  # containers, not nodes
-                if col is None:
-                    continue
-                # rows of removed nodes are zeroed, so this counts the nodes holding the image
-                spread = np.count_nonzero(col[: nodes.n]) / total_nodes
-                # int64(float64(size) * spread), as scaledImageScore truncates
-                sums += (col[rows].astype(np.float64) * spread).astype(np.int64)
+        for col in cols:  # containers, not nodes
+            if col is None:
+                continue
+            # rows of removed nodes are zeroed, so this counts the nodes holding the image
+            spread = np.count_nonzero(col[: nodes.n]) / total_nodes
+            # int64(float64(size) * spread), as scaledImageScore truncates
+            sums += (col[rows].astype(np.float64) * spread).astype(np.int64)
         return calculate_priority(sums, len(pod.images))

@@ -287,7 +287,7 @@ class APIClient:
         if configuration.proxy:
             self._request_kw["proxy"] = configuration.proxy
         self._static_headers = {"Accept": JSON, "User-Agent": USER_AGENT}
-        self._header_cache: dict[str | None, dict[str, str]] = {}   # shared: read, never written
+        self._header_cache: dict[tuple, dict[str, str]] = {}   # shared: read, never written
         url = urlsplit(self.host)   # checked before anything is opened, so a bad address leaks nothing
         try:
             port = url.port
@@ -332,15 +332,16 @@ class APIClient:
     # ------------------------------------------------------------------ plumbing
 
     async def _headers(self, content_type: str | None) -> dict[str, str]:
-        """The request's headers. Built once per content type while no refresh hook can change the token
-        (a kubeconfig's static token or certificate); with a hook (in-cluster token rotation) on every call."""
-        if self.config.refresh_api_key_hook is None:
-            cached = self._header_cache.get(content_type)
-            if cached is not None:
-                return cached
-            headers = self._header_cache[content_type] = await self._build_headers(content_type)
-            return headers
-        return await self._build_headers(content_type)
+        """The request's headers. Built once per content type and token while no refresh hook can change the
+        token (a kubeconfig's token or certificate); with a hook (in-cluster token rotation) on every call."""
+        cfg = self.config
+        if cfg.refresh_api_key_hook is not None:
+            return await self._build_headers(content_type)
+        key = (content_type, cfg.api_key.get("BearerToken"), cfg.api_key.get("authorization"))
+        cached = self._header_cache.get(key)
+        if cached is None:
+            cached = self._header_cache[key] = await self._build_headers(content_type)
+        return cached
 
     async def _build_headers(self, content_type: str | None) -> dict[str, str]:
         headers = dict(self._static_headers)

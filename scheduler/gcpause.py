@@ -126,8 +126,8 @@ class FreezeSurvivors:
 
 # A collection once 20,000 tracked containers more are alive than at the last one: with the older
 # generations frozen empty, that number bounds every pause, at about 1 us an object on a busy machine
-# (50,000 pods: 4-6 ms of CPU at the median, 27 at the most; with tune_gc's 50,000, 15 and 35). The older thresholds are tune_gc's: their counts
-# are zeroed by every freeze, so they never come due.
+# (50,000 pods: 4-6 ms of CPU at the median, 27 at the most; with tune_gc's 50,000, 15 and 35). The older
+# thresholds are tune_gc's: their counts are zeroed by every freeze, so they never come due.
 THRESHOLDS = (20_000, 20, 100)
 
 

@@ -256,9 +256,7 @@ class Informer:
         fresh: dict[str, Obj] = {}
         for obj in items:
             meta = obj["metadata"]
-            meta.pop("managedFields", None)
-            if self.share_spec:
-                self._share(obj)
+            self._trim(obj, meta)
             ns = meta.get("namespace")
             fresh[f"{ns}/{meta['name']}" if ns else meta["name"]] = obj
         old = self.store
@@ -320,9 +318,7 @@ class Informer:
                 self.last_rv = rv
             return
         self.events += 1
-        meta.pop("managedFields", None)
-        if self.share_spec:
-            self._share(obj)
+        self._trim(obj, meta)
         ns = meta.get("namespace")
         key = f"{ns}/{meta['name']}" if ns else meta["name"]
         store = self.store
@@ -349,6 +345,12 @@ class Informer:
             return
         if rv:
             self.last_rv = rv
+
+    def _trim(self, obj: Obj, meta: Obj) -> None:
+        """What every object gets as it arrives, listed or watched: no managedFields, and its shared fields."""
+        meta.pop("managedFields", None)
+        if self.share_spec:
+            self._share(obj)
 
     def _share(self, obj: Obj) -> None:
         """Point ``share_spec``'s fields at an equal value seen before, so the store keeps one of each: the pods of a

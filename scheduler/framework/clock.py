@@ -45,7 +45,7 @@ class Timer(Protocol):
 
 def io_timer(delay: float, fn: Callable[..., Any], *args: Any) -> asyncio.TimerHandle:
     """A timer that bounds real I/O, on the event loop's own time (as ``asyncio.timeout``), not on any clock:
-    see the module docstring. The transport times an exchange on a warm connection with it."""
+    see the module docstring. The transport times the answer of an exchange with it."""
     return asyncio.get_running_loop().call_later(max(0.0, delay), fn, *args)
 
 

@@ -637,3 +637,14 @@ async def test_a_configured_proxy_sends_everything_through_aiohttp_which_honours
 async def test_an_api_server_address_that_cannot_be_dialled_is_a_config_error(host, word):
     with pytest.raises(apiclient.ConfigError, match=word):
         APIClient(k8s_client.Configuration(host=host), clock=FakeClock())
+
+
+async def test_the_token_sent_follows_the_configuration_when_it_changes(fake, client):
+    # the headers are built once per content type and token: a new token is sent from the next request on
+    client.config.api_key["BearerToken"] = "Bearer one"
+    fake.answer(ok({"kind": "Pod"}), ok({"kind": "Pod"}), ok({"kind": "Pod"}))
+    await client.get("/api/v1/namespaces/a/pods/p")
+    await client.get("/api/v1/namespaces/a/pods/p")
+    client.config.api_key["BearerToken"] = "Bearer two"
+    await client.get("/api/v1/namespaces/a/pods/p")
+    assert [h.get("Authorization") for _, _, h in fake.requests] == ["Bearer one", "Bearer one", "Bearer two"]
