@@ -4,8 +4,9 @@ One :class:`Rebalancer` per scheduler serves every profile that enables Consolid
 with the scheduling loop, while this instance leads) plans each profile every ``intervalSeconds``, and sooner
 when a head-of-line unit is blocked by capacity alone (:meth:`Rebalancer.blocked`). A profile runs one plan
 at a time. A plan's moves start in order as the limits allow (``maxMovesPerNode`` evictions in flight per
-source node, ``maxMovesPerWorkload`` per owner); a move is in flight from its eviction until its replacement
-is bound and Ready. Each move, just before its eviction:
+source node, ``maxMovesPerWorkload`` per owner) and the pace allows (:data:`MOVE_BURST` at once, then
+:data:`MOVES_PER_SECOND`); a move is in flight from its eviction until its replacement is bound and Ready.
+Each move, just before its eviction:
 
 * checks that the pod is still where it was planned and that its target still takes it (else the fullest
   node that does, never its source), and promises the target's room to the replacement (a nomination of a
@@ -51,6 +52,12 @@ PLUGIN = "Consolidation"
 MAX_TRIES = 10              # evictions of one move refused (429) before the move is given up
 FIRST_RETRY_SECONDS = 1.0   # the first wait after a 429 (doubled each time, at most intervalSeconds)
 SPREAD_CHUNK = 16           # pods spread checks between yields to the loop
+# A plan's evictions start at most MOVE_BURST at once and MOVES_PER_SECOND after that (a token bucket on the
+# scheduler's clock), besides the per-node and per-owner limits: each move brings its eviction, its Event,
+# its replacement's cycle and bind and some five pod updates (1.5 to 3 ms of the loop at 5,000 nodes), and 32
+# at once held other pods' binds up by 100 ms and more (bench/RESULTS.md, issue 28).
+MOVE_BURST = 4
+MOVES_PER_SECOND = 40.0
 REASONS = {DEFRAGMENT: "Defragment", COMPACT: "Compact", SPREAD: "Respread"}
 
 
@@ -323,11 +330,15 @@ class Rebalancer:
     async def _execute(self, fw: "Framework", args: Any, run: Running) -> None:
         pending = list(run.moves)
         tasks: set[asyncio.Task[None]] = set()
+        tokens, filled = float(MOVE_BURST), self.clock()
         try:
             while pending or any(m.state in IN_FLIGHT for m in run.moves):
                 unit = run.plan.unit
                 pointless = unit is not None and (any(x.state == ABORTED for x in run.moves)
                                                   or not self._pending(unit))
+                now = self.clock()
+                tokens, filled = min(float(MOVE_BURST), tokens + (now - filled) * MOVES_PER_SECOND), now
+                paced = False
                 for m in list(pending):
                     if pointless:
                         # the unit would not get its room, or has a node already: the rest is pointless
@@ -337,6 +348,10 @@ class Rebalancer:
                     if (self.in_flight_owner[m.owner_uid] >= args.max_moves_per_workload
                             or self.in_flight_node[m.source] >= args.max_moves_per_node):
                         continue
+                    if tokens < 1.0:
+                        paced = True   # the next one may start once a token is due
+                        break
+                    tokens -= 1.0
                     pending.remove(m)
                     m.state = EVICTING
                     self.in_flight_owner[m.owner_uid] += 1
@@ -345,7 +360,7 @@ class Rebalancer:
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
                 run.done.clear()
-                await self.clock.wait(run.done, 1.0)
+                await self.clock.wait(run.done, (1.0 - tokens) / MOVES_PER_SECOND if paced else 1.0)
         finally:
             for t in tasks:
                 t.cancel()

@@ -446,3 +446,32 @@ async def test_steering_ends_after_its_ttl() -> None:
         assert not moves.avoid and not moves.awaiting and not moves.replacements and not moves.moving
     finally:
         await finish(env, task)
+
+
+async def test_a_plans_evictions_start_at_a_pace() -> None:
+    """Twelve low nodes, each with one pod of its own ReplicaSet: the limits (per node, per owner) let every
+    move of the compact plan start at once, but at most MOVE_BURST do, then MOVES_PER_SECOND."""
+    from scheduler.consolidation.rebalancer import MOVE_BURST, MOVES_PER_SECOND
+    env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
+    try:
+        for i in range(12):
+            env.node(f"n{i:02}", cpu="4")
+            c.replica_set(f"rs{i}", cpu="500m")
+            c.running(f"rs{i}", f"n{i:02}")
+        for _ in range(40):                  # until the first interval is due and the plan starts
+            await env.advance(0.5)
+            if c.evictions:
+                break
+        first = len(c.evictions)
+        assert 1 <= first <= MOVE_BURST, c.evictions
+        step = 0.25 / MOVES_PER_SECOND
+        for k in range(1, 41):
+            await env.advance(step)
+            assert len(c.evictions) <= first + k * step * MOVES_PER_SECOND + 1, (k, c.evictions)
+        await run_for(env, 20)
+        assert len(c.evictions) > 2 * MOVE_BURST, c.evictions   # the plan's moves all ran, a few at a time
+        placed = {n for n in c.nodes_of("rs").values() if n}
+        assert len(placed) < 12
+        no_bounce_back(env)
+    finally:
+        await finish(env, task)
