@@ -68,13 +68,15 @@ class Cluster:
         return f"/api/v1/namespaces/{NS}/pods/{name}"
 
     def replica_set(self, rs: str, cpu: str = "1", labels: dict[str, str] | None = None,
-                    spread: list[dict[str, Any]] | None = None) -> None:
+                    spread: list[dict[str, Any]] | None = None, kind: str = "ReplicaSet") -> None:
+        """A controller of pods ``rs-N``: a ReplicaSet's replacement has a new name; a StatefulSet's comes back
+        under the evicted pod's name (a new uid) once that pod is gone."""
         spec: dict[str, Any] = {"schedulerName": self.env.profile, "terminationGracePeriodSeconds": 0,
                                 "containers": [{"name": "c", "image": "x",
                                                 "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}}}]}
         if spread:
             spec["topologySpreadConstraints"] = spread
-        self.sets[rs] = {"labels": labels or {"app": rs}, "spec": spec}
+        self.sets[rs] = {"labels": labels or {"app": rs}, "spec": spec, "kind": kind}
 
     def running(self, rs: str, node: str, annotations: dict[str, str] | None = None) -> str:
         """A pod of ReplicaSet ``rs`` (or a bare pod when ``rs`` is not one), Running and Ready on ``node``."""
@@ -86,7 +88,7 @@ class Cluster:
         meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": self.env.api.rv(),
                                 "labels": dict(tmpl["labels"]), "creationTimestamp": "2026-01-01T00:00:00Z"}
         if rs in self.sets:
-            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+            meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": self.sets[rs]["kind"], "name": rs,
                                         "uid": f"rs-{rs}", "controller": True}]
         if annotations:
             meta["annotations"] = annotations
@@ -114,19 +116,24 @@ class Cluster:
         self.env.s.on_pod_update(old, new)
         owner = (old["metadata"].get("ownerReferences") or [{}])[0].get("name")
         loop = asyncio.get_running_loop()
+        if owner in self.sets and self.sets[owner]["kind"] == "StatefulSet":
+            loop.call_soon(self._gone, name)
+            loop.call_soon(self._replace, owner, name, name)
+            return {"kind": "Status", "status": "Success"}
         if owner in self.sets:
             loop.call_soon(self._replace, owner, name)
         loop.call_soon(self._gone, name)
         return {"kind": "Status", "status": "Success"}
 
-    def _replace(self, rs: str, old_name: str) -> None:
+    def _replace(self, rs: str, old_name: str, name: str = "") -> None:
         self.n += 1
-        name = f"{rs}-{self.n}"
+        uid = f"uid-{name}-{self.n}" if name else f"uid-{rs}-{self.n}"
+        name = name or f"{rs}-{self.n}"
         tmpl = self.sets[rs]
         obj = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": self.env.api.rv(),
+               "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": self.env.api.rv(),
                             "labels": dict(tmpl["labels"]), "creationTimestamp": "2026-01-01T00:00:00Z",
-                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs,
+                            "ownerReferences": [{"apiVersion": "apps/v1", "kind": tmpl["kind"], "name": rs,
                                                  "uid": f"rs-{rs}", "controller": True}]},
                "spec": copy.deepcopy(tmpl["spec"]), "status": {"phase": "Pending"}}
         self.created[name] = old_name
@@ -472,6 +479,30 @@ async def test_a_plans_evictions_start_at_a_pace() -> None:
         assert len(c.evictions) > 2 * MOVE_BURST, c.evictions   # the plan's moves all ran, a few at a time
         placed = {n for n in c.nodes_of("rs").values() if n}
         assert len(placed) < 12
+        no_bounce_back(env)
+    finally:
+        await finish(env, task)
+
+
+async def test_a_stateful_sets_pod_comes_back_under_its_name_on_the_planned_node() -> None:
+    """A StatefulSet makes the evicted pod again under its own name (a new uid) once the old one is gone: it is
+    steered to the planned node all the same, and kept off the node it left."""
+    env, c, task = await started(config({"defragment": False, "compact": {"enabled": True}}))
+    try:
+        c.replica_set("db", cpu="500m", kind="StatefulSet")
+        env.node("n0", cpu="4")
+        env.node("n1", cpu="4")
+        c.running("db", "n0")
+        c.running("db", "n1")
+        await run_for(env, 20)
+        assert len(c.evictions) == 1, c.evictions
+        name = c.evictions[0]
+        source, *after = c.history[name]
+        assert after and after[-1] != source, c.history   # bound again, under its name, on the other node
+        assert env.uid(name) != f"uid-{name}"            # a new pod, not the evicted one
+        assert set(c.nodes_of("db").values()) == {after[-1]}
+        notes = [n for who, reason, n in env.events.recorded if reason == "Compact"]
+        assert notes == [f"moving the pod from node {source} to node {after[-1]} to empty node(s) {source}"]
         no_bounce_back(env)
     finally:
         await finish(env, task)
