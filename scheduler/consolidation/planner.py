@@ -30,7 +30,7 @@ import numpy as np
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.nodetable import R_CPU, R_MEMORY, R_PODS
 from scheduler.framework.runtime import Diagnosis
-from scheduler.model import Pod
+from scheduler.model import DO_NOT_SCHEDULE, Pod
 from scheduler.state.moves import controller_of
 from scheduler.state.reservations import CAPACITY_FILTERS
 
@@ -44,6 +44,7 @@ DAEMON_KINDS = frozenset({"DaemonSet"})        # pods that stay on an emptied no
 SPREAD_FILTERS = frozenset({"PodTopologySpread", "InterPodAffinity"})
 
 EMPTY: Mapping[str, bool] = MappingProxyType({})
+_CPU_MEMORY = np.array([R_CPU, R_MEMORY], dtype=np.intp)
 
 DEFRAGMENT, COMPACT, SPREAD = "defragment", "compact", "spread"
 
@@ -173,8 +174,9 @@ class Planner:
     def usage(self, rows: np.ndarray, cols: list[int]) -> np.ndarray:
         """Requested / allocatable per row, in percent, per column of ``cols``."""
         nodes = self.nodes
-        alloc = nodes.alloc[rows][:, cols].astype(float)
-        req = nodes.requested[rows][:, cols].astype(float)
+        at = np.ix_(rows, cols)
+        alloc = nodes.alloc[at].astype(float)
+        req = nodes.requested[at].astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.where(alloc > 0, req * 100.0 / np.maximum(alloc, 1), 100.0)
         return u
@@ -182,8 +184,9 @@ class Planner:
     def fullest(self, rows: np.ndarray, pod: Pod) -> int:
         """MostAllocated: the row that is fullest (cpu and memory, after the pod), the first on a tie."""
         nodes = self.nodes
-        alloc = np.maximum(nodes.alloc[rows][:, [R_CPU, R_MEMORY]].astype(float), 1)
-        req = nodes.requested[rows][:, [R_CPU, R_MEMORY]].astype(float)
+        at = np.ix_(rows, _CPU_MEMORY)   # only the two columns of the rows, not a copy of every column first
+        alloc = np.maximum(nodes.alloc[at].astype(float), 1)
+        req = nodes.requested[at].astype(float)
         req[:, 0] += pod.requests.get("cpu", 0)
         req[:, 1] += pod.requests.get("memory", 0)
         score = (req / alloc).sum(axis=1)
@@ -349,9 +352,9 @@ class Planner:
             return None
         u = self.usage(rows, cols)
         under = (u < np.array(limits)).all(axis=1)
-        busy = np.array([bool(cache.by_node.get(nodes.names[int(r)])) for r in rows[under]], dtype=bool)
+        cand = rows[under]
+        cand = cand[nodes.requested[cand, R_PODS] > 0]   # a pod on it (the table counts every pod it charged)
         held = self._held_rows()
-        cand = rows[under][busy]
         cand = cand[~held[cand]]
         if not len(cand):
             return None
@@ -430,17 +433,19 @@ class Planner:
                 w.undo()
         return out
 
-    def spread_candidates(self) -> list[Pod]:
-        """The movable pods with hard spread constraints or required pod (anti-)affinity, at most
-        :data:`MAX_SPREAD_CHECKS`."""
-        out = []
-        for st in self.cache.pods.values():
+    def spread_candidates(self, states: Iterable[Any], limit: int = MAX_SPREAD_CHECKS) -> list[Pod]:
+        """The movable pods among ``states`` (the cache's pod states) with hard spread constraints or required
+        pod (anti-)affinity, at most ``limit``."""
+        out: list[Pod] = []
+        if limit <= 0:
+            return out
+        for st in states:
             p = st.pod
             if st.assumed or not (_hard_spread(p) or _required_affinity(p)):
                 continue
             if self.can_move(p):
                 out.append(p)
-                if len(out) >= MAX_SPREAD_CHECKS:
+                if len(out) >= limit:
                     break
         return out
 
@@ -478,7 +483,8 @@ class Planner:
                     remaining.pop(0)
                     continue
                 w.assume(q, target)
-                left = [p for p in remaining[1:] if self._still_violates(w, p)]
+                # a violator the move cannot touch still violates: only the others are checked again
+                left = [p for p in remaining[1:] if not touches(pod, p) or self._still_violates(w, p)]
                 if len(left) >= count:   # no gain: this move does not help
                     w.rollback(mark)
                     remaining.pop(0)
@@ -518,6 +524,28 @@ class MovableOn:
                          key=lambda q: (-q.requests.get("cpu", 0), -q.requests.get("memory", 0), q.uid))
             self.rows[row] = got
         return got
+
+
+def touches(moved: Pod, pod: Pod) -> bool:
+    """Can moving ``moved`` change whether ``pod`` passes PodTopologySpread and InterPodAffinity where it runs?
+    Only if ``moved`` is among the pods ``pod``'s hard spread constraints count (its namespace, their
+    selectors) or its required (anti-)affinity terms select, or ``moved`` has required anti-affinity (which
+    may select ``pod``: the symmetric check). A term that selects namespaces by their labels is taken to
+    touch (the namespaces' labels are not at hand here)."""
+    a = moved.pod_affinity
+    if a is not None and a.required_anti:
+        return True
+    if moved.namespace == pod.namespace:
+        for c in pod.topology_spread:
+            if c.when_unsatisfiable == DO_NOT_SCHEDULE and c.selector.matches(moved.labels):
+                return True
+    a = pod.pod_affinity
+    if a is not None:
+        for t in a.required + a.required_anti:
+            sel = t.selection
+            if sel.by_namespace_labels or (moved.namespace in sel.namespaces and sel.selector.matches(moved.labels)):
+                return True
+    return False
 
 
 def _daemon(p: Pod) -> bool:

@@ -35,7 +35,8 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from scheduler.apiclient import NO_RETRY, APIError, Conflict, NotFound, TooManyRequests
-from scheduler.consolidation.planner import COMPACT, DEFRAGMENT, SPREAD, Plan, Planner, Unit, WhatIf, replacement
+from scheduler.consolidation.planner import (COMPACT, DEFRAGMENT, MAX_SPREAD_CHECKS, SPREAD, Plan, Planner, Unit,
+                                             WhatIf, replacement)
 from scheduler.model import Pod
 from scheduler.observe import exponential_buckets
 from scheduler.state.moves import disruption_ignored
@@ -52,6 +53,7 @@ PLUGIN = "Consolidation"
 MAX_TRIES = 10              # evictions of one move refused (429) before the move is given up
 FIRST_RETRY_SECONDS = 1.0   # the first wait after a 429 (doubled each time, at most intervalSeconds)
 SPREAD_CHUNK = 16           # pods spread checks between yields to the loop
+SCAN_CHUNK = 4096           # pods read for spread's candidates between yields to the loop
 # A plan's evictions start at most MOVE_BURST at once and MOVES_PER_SECOND after that (a token bucket on the
 # scheduler's clock), besides the per-node and per-owner limits: each move brings its eviction, its Event,
 # its replacement's cycle and bind and some five pod updates (1.5 to 3 ms of the loop at 5,000 nodes), and 32
@@ -271,7 +273,16 @@ class Rebalancer:
         spent = 0.0
         t0 = time.perf_counter()
         planner = self._planner(fw, args)
-        candidates = planner.spread_candidates()
+        states = list(self.cache.pods.values())   # read in chunks, the loop free in between (a pod gone meanwhile
+        candidates: list[Pod] = []                # is not lifted, so not planned)
+        for i in range(0, len(states), SCAN_CHUNK):
+            candidates.extend(planner.spread_candidates(states[i:i + SCAN_CHUNK],
+                                                        MAX_SPREAD_CHECKS - len(candidates)))
+            if len(candidates) >= MAX_SPREAD_CHECKS:
+                break
+            spent += time.perf_counter() - t0
+            await asyncio.sleep(0)
+            t0 = time.perf_counter()
         violators: list[Pod] = []
         for i in range(0, len(candidates), SPREAD_CHUNK):
             violators.extend(planner.violated(candidates[i:i + SPREAD_CHUNK]))

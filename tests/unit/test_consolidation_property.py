@@ -135,3 +135,51 @@ async def _check(spec: dict[str, Any]) -> None:
         assert all(p.startswith(f"/api/v1/namespaces/{NS}/") for p in objects if "/pods/" in p)
     finally:
         await finish(env, task)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(1, 6), st.integers(0, 6), st.booleans(), st.booleans()), min_size=1, max_size=5),
+       st.integers(1, 3))
+def test_a_respread_plan_is_the_same_when_only_touched_violators_are_checked_again(
+        sets: list[tuple[int, int, bool, bool]], new_nodes: int) -> None:
+    """Planner.spread checks a violator again after a move only if the move touches it
+    (``planner.touches``); checking every violator after every move gives the same plan."""
+    asyncio.run(_same_plan(sets, new_nodes))
+
+
+async def _same_plan(sets: list[tuple[int, int, bool, bool]], new_nodes: int) -> None:
+    from unittest import mock
+
+    from scheduler.consolidation import planner as planning
+    env, c, task = await started(config({"defragment": False, "spread": {"enabled": True}}))
+    try:
+        env.node("a0", cpu="8", zone="A")
+        env.node("b0", cpu="8", zone="B")
+        for j, (in_a, in_b, shared, anti) in enumerate(sets):
+            app = "shared" if shared else f"rs{j}"   # two sets may count each other's pods
+            spread = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                       "labelSelector": {"matchLabels": {"app": app}}}]
+            c.replica_set(f"rs{j}", cpu="100m", labels={"app": app, "set": f"rs{j}"}, spread=spread)
+            if anti:
+                c.sets[f"rs{j}"]["spec"]["affinity"] = {"podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"topologyKey": "kubernetes.io/hostname",
+                         "labelSelector": {"matchLabels": {"set": f"rs{j}"}}}]}}
+            for _ in range(in_a):
+                c.running(f"rs{j}", "a0")
+            for _ in range(in_b):
+                c.running(f"rs{j}", "b0")
+        for i in range(new_nodes):
+            env.node(f"c{i}", cpu="8", zone="C")
+        fw = env.s.frameworks[env.profile]
+        args = env.s.rebalancer.profiles[env.profile][1]
+        planner = planning.Planner(fw, env.s.cache, args, env.clock.wall())
+        violators = planner.violated(planner.spread_candidates(list(env.s.cache.pods.values())))
+        fast = planner.spread(violators)
+        with mock.patch.object(planning, "touches", lambda moved, pod: True):
+            every = planner.spread(violators)
+        assert (fast is None) == (every is None)
+        if fast is not None and every is not None:
+            assert [(p.name, s, t) for p, s, t in fast.moves] == [(p.name, s, t) for p, s, t in every.moves]
+    finally:
+        await finish(env, task)
