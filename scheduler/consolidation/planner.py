@@ -174,9 +174,8 @@ class Planner:
     def usage(self, rows: np.ndarray, cols: list[int]) -> np.ndarray:
         """Requested / allocatable per row, in percent, per column of ``cols``."""
         nodes = self.nodes
-        at = np.ix_(rows, cols)
-        alloc = nodes.alloc[at].astype(float)
-        req = nodes.requested[at].astype(float)
+        alloc = nodes.alloc.take(rows, axis=0)[:, cols].astype(float)   # take: a third of fancy indexing's time
+        req = nodes.requested.take(rows, axis=0)[:, cols].astype(float)
         with np.errstate(divide="ignore", invalid="ignore"):
             u = np.where(alloc > 0, req * 100.0 / np.maximum(alloc, 1), 100.0)
         return u
@@ -184,17 +183,17 @@ class Planner:
     def fullest(self, rows: np.ndarray, pod: Pod) -> int:
         """MostAllocated: the row that is fullest (cpu and memory, after the pod), the first on a tie."""
         nodes = self.nodes
-        at = np.ix_(rows, _CPU_MEMORY)   # only the two columns of the rows, not a copy of every column first
-        alloc = np.maximum(nodes.alloc[at].astype(float), 1)
-        req = nodes.requested[at].astype(float)
+        alloc = np.maximum(nodes.alloc.take(rows, axis=0)[:, _CPU_MEMORY].astype(float), 1)
+        req = nodes.requested.take(rows, axis=0)[:, _CPU_MEMORY].astype(float)
         req[:, 0] += pod.requests.get("cpu", 0)
         req[:, 1] += pod.requests.get("memory", 0)
         score = (req / alloc).sum(axis=1)
         return int(rows[int(np.argmax(score))])
 
-    def _target(self, w: WhatIf, pod: Pod, source: str, exclude: np.ndarray | None) -> str:
-        """A new node for ``pod`` (lifted already): the fullest that passes its Filters, never ``source``."""
-        q = replacement(pod)
+    def _target(self, w: WhatIf, pod: Pod, source: str, exclude: np.ndarray | None, q: Pod | None = None) -> str:
+        """A new node for ``pod`` (lifted already; ``q``, its replacement, if made already): the fullest that
+        passes its Filters, never ``source``."""
+        q = q or replacement(pod)
         rows = self.feasible(q)
         src = self.nodes.row(source)
         rows = rows[rows != src]
@@ -305,11 +304,12 @@ class Planner:
                 planned: list[tuple[Pod, str, str]] = []
                 if ok:
                     for p in take:
-                        target = self._target(w, p, name, unit_rows)
+                        q = replacement(p)
+                        target = self._target(w, p, name, unit_rows, q)
                         if not target:
                             ok = False
                             break
-                        w.assume(replacement(p), target)
+                        w.assume(q, target)
                         planned.append((p, name, target))
                 if ok:
                     chosen[pod.uid] = name
@@ -392,11 +392,12 @@ class Planner:
             planned: list[tuple[Pod, str, str]] = []
             if ok:
                 for p in sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), p.uid)):
-                    target = self._target(w, p, name, closed | lower)
+                    q = replacement(p)
+                    target = self._target(w, p, name, closed | lower, q)
                     if not target:
                         ok = False
                         break
-                    w.assume(replacement(p), target)
+                    w.assume(q, target)
                     planned.append((p, name, target))
             if not ok:
                 w.rollback(mark)
