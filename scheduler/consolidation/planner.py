@@ -9,7 +9,8 @@ the plan's other moves, the room nominated to pending pods and the capacity held
 * :meth:`Planner.defragment`: the room a blocked unit (a gang, or a big pod) needs, opened by moving the
   fewest movable pods: per member (largest first) the node where the fewest pods (largest first) must go,
   then a new node for each of those pods (the fullest that passes their Filters: MostAllocated), then every
-  member checked with every Filter on its node.
+  member checked with every Filter on its node. A topology gang gets its room inside one domain (the one of
+  :data:`MAX_DOMAINS` that needs the fewest moves).
 * :meth:`Planner.compact`: nodes whose usage is under every threshold, least used first (the higher row first
   on a tie), emptied when all their pods fit on nodes at least as used (the fullest first): HighNodeUtilization,
   with no second scheduler to reconfigure. It acts when every node is low too.
@@ -50,6 +51,7 @@ DEFRAGMENT, COMPACT, SPREAD = "defragment", "compact", "spread"
 
 MAX_MOVES = 64                 # moves in one plan
 MAX_NODE_CANDIDATES = 8        # nodes tried per member of a defragmented unit
+MAX_DOMAINS = 8                # domains a topology gang's defragment plan tries (the most free cpu first)
 MAX_COMPACT_SOURCES = 32       # nodes one compaction pass tries to empty
 MAX_PODS_TO_EMPTY = 16         # pods on a node compaction empties
 MAX_SPREAD_CHECKS = 256        # pods one respread pass looks at
@@ -218,8 +220,8 @@ class Planner:
 
     def defragment(self, unit: Unit, pods: list[Pod]) -> Plan | None:
         """Open room for ``unit`` (its pending ``pods``) by moving the fewest movable pods, or None."""
-        if unit.domain_key or not pods:
-            return None   # a topology gang: not planned yet (it holds and waits)
+        if not pods:
+            return None
         nodes, cache = self.nodes, self.cache
         width = len(nodes.resources)
         pods = sorted(pods, key=lambda p: (-p.requests.get("cpu", 0), -p.requests.get("memory", 0), p.uid))
@@ -248,11 +250,53 @@ class Planner:
             members.append((pod, rows, vec))
         held_now = cache.nominations.held.by_key.get(unit.key)
         prefer = {nodes.row(n) for n in held_now.nodes} if held_now is not None else set()
+        if unit.domain_key:
+            return self._defragment_domains(unit, members, prefer)
         w = WhatIf(cache)
         try:
-            return self._defragment(w, unit, members, MovableOn(self), prefer)
+            plan = self._defragment(w, unit, members, MovableOn(self), prefer)
         finally:
             w.undo()
+        return plan if plan is not None and plan.moves else None
+
+    def _defragment_domains(self, unit: Unit, members: list, prefer: set) -> Plan | None:
+        """A topology gang (every member in one domain of ``unit.domain_key``): the plan with the fewest moves
+        (then the least cpu moved) inside one domain, trying the :data:`MAX_DOMAINS` domains with the most free
+        cpu on the rows every member may use. None when some domain takes the gang as it is (what blocks it is
+        not fragmentation), or none can be opened."""
+        nodes = self.nodes
+        ids = nodes.label(unit.domain_key)
+        if ids is None:
+            return None
+        common = members[0][1]
+        for _, rows, _ in members[1:]:
+            common = np.intersect1d(common, rows, assume_unique=True)
+        common = common[ids[common] > 0]
+        if not len(common):
+            return None
+        free = (nodes.alloc[common, R_CPU] - nodes.requested[common, R_CPU]).clip(min=0)
+        room = np.bincount(ids[common], weights=free)
+        domains = np.unique(ids[common])
+        domains = domains[np.argsort(-room[domains], kind="stable")][:MAX_DOMAINS]
+        best: tuple[tuple[int, int], Plan] | None = None
+        for d in domains:
+            inside = ids == d
+            mine = [(pod, rows[inside[rows]], vec) for pod, rows, vec in members]
+            if any(not len(rows) for _, rows, _ in mine):
+                continue
+            w = WhatIf(self.cache)
+            try:
+                plan = self._defragment(w, unit, mine, MovableOn(self), prefer)
+            finally:
+                w.undo()
+            if plan is None:
+                continue
+            if not plan.moves:
+                return None   # it fits in this domain as it is
+            score = (len(plan.moves), sum(p.requests.get("cpu", 0) for p, _, _ in plan.moves))
+            if best is None or score < best[0]:
+                best = (score, plan)
+        return None if best is None else best[1]
 
     def _defragment(self, w: WhatIf, unit: Unit, members: list, movable_on: "MovableOn",
                     prefer: set) -> Plan | None:
@@ -322,8 +366,8 @@ class Planner:
                 unit_rows[row] = bool(need[row].any())
             if not placed:
                 return None
-        if not moves:
-            return None   # it fits as it is: what blocks it is not fragmentation
+        if not moves:   # it fits as it is: what blocks it is not fragmentation (the caller plans nothing)
+            return Plan(DEFRAGMENT, [], "", unit=unit, members=chosen)
         # every member, with every Filter, on its node, the others placed before it
         for pod, _, _ in members:
             row = nodes.row(chosen[pod.uid])

@@ -245,6 +245,29 @@ async def test_defragment_opens_two_whole_nodes_for_a_gang_under_a_budget(server
         assert bounce_backs(c) == 0
 
 
+async def test_defragment_opens_one_rack_for_a_gang_that_must_run_in_one(server):
+    tag = f"t{next(_ids)}{server.kind}"
+    rack = f"{tag}.example.com/rack"
+    racks = {f"{tag}-n0": "r1", f"{tag}-n1": "r1", f"{tag}-n2": "r2", f"{tag}-n3": "r2"}
+    async with running(server, [make_node(n, cpu="4", labels={rack: r}) for n, r in racks.items()],
+                       consolidation_config()) as c:
+        await c.create("replicasets", replica_set("web", 8, "1"), "/apis/apps/v1")
+        first = await settled(c, "web", 8)
+        assert sorted(list(first.values()).count(n) for n in set(first.values())) == [2, 2, 2, 2], first
+        await c.create_native_group("g", 2, topology=rack)
+        for n in ("g-0", "g-1"):
+            await c.create_pod(native_member(n, "g", cpu="4"))
+        await eventually(lambda: len(c.bound("g-0", "g-1")) == 2, 60, "the gang bound whole")
+        assert racks[c.node_of("g-0")] == racks[c.node_of("g-1")] and c.node_of("g-0") != c.node_of("g-1")
+        placement = await settled(c, "web", 8)
+        evicted = await notes(c, "Defragment")
+        assert len(evicted) == 4, evicted   # the two nodes of one rack emptied, their pods in the other rack
+        assert sources(evicted) == {c.node_of("g-0"), c.node_of("g-1")}
+        new = {name: node for name, node in placement.items() if name not in first}
+        assert len(new) == 4 and not set(new.values()) & sources(evicted), new
+        assert bounce_backs(c) == 0
+
+
 async def test_compact_empties_low_nodes_into_the_fullest_and_keeps_prefer_no_eviction(server):
     tag = f"c{next(_ids)}{server.kind}"
     async with running(server, [make_node(f"{tag}-n{i}", cpu="4") for i in range(4)],

@@ -506,3 +506,36 @@ async def test_a_stateful_sets_pod_comes_back_under_its_name_on_the_planned_node
         no_bounce_back(env)
     finally:
         await finish(env, task)
+
+
+@pytest.mark.parametrize("reservation", [True, False])
+async def test_defragment_opens_a_whole_rack_for_a_topology_gang(reservation: bool) -> None:
+    """A gang that must run in one rack: room for it is opened inside one rack (two whole nodes), the moved pods
+    going to the other rack, where the half-free nodes take them."""
+    env, c, task = await started(config({}, reservation))
+    try:
+        c.replica_set("web")
+        racks = {"n0": "r1", "n1": "r1", "n2": "r2", "n3": "r2", "n4": "r3"}
+        for node, rack in racks.items():
+            env.node(node, cpu="4", labels={"rack": rack})
+        for node in ("n0", "n1", "n2", "n3"):
+            c.running("web", node)
+            c.running("web", node)
+        c.running("web", "n4")   # rack r3 is one node: it can never take the gang
+        env.native_group("g", 2, topology="rack")
+        env.pod("g-0", group="g", cpu="4")
+        env.pod("g-1", group="g", cpu="4")
+        await run_for(env, 30)
+        gang = env.bound("g-0", "g-1")
+        assert len(gang) == 2 and gang["g-0"] != gang["g-1"], env.message("g-0")
+        assert racks[gang["g-0"]] == racks[gang["g-1"]], gang
+        assert 1 <= len(c.evictions) <= 4, c.evictions
+        for new, old in c.created.items():
+            assert c.history.get(new), f"replacement {new} never bound"
+            assert c.history[new][0] != c.history[old][0]
+            assert c.history[new][0] not in gang.values()
+        no_bounce_back(env)
+        notes = [n for who, reason, n in env.events.recorded if reason == "Defragment"]
+        assert len(notes) == len(c.evictions) and all("to open room for pod group" in n for n in notes)
+    finally:
+        await finish(env, task)
