@@ -3,12 +3,14 @@
 Random nodes (sizes, zones), ReplicaSets (sizes, zone spread or not) placed where they fit, bare pods and
 prefer-no-eviction pods among them, a budget of one unavailable pod per ReplicaSet (the fake API answers 429
 while a ReplicaSet has a pod terminating or not Ready, as the disruption controller's status would), and any
-mix of the three strategies, with or without a gang waiting for whole nodes. After a minute of the fake clock:
+mix of the three strategies, with or without a gang waiting for whole nodes (in one zone, or anywhere). After a
+minute of the fake clock:
 
 * every evicted pod's replacement is bound, and none on the node its predecessor left (no bounce-back);
 * only ReplicaSet pods without prefer-no-eviction were evicted, and only through the Eviction API (no pod
   was deleted by the scheduler), so the budget, which the fake API enforces as the real one does, held;
-* no node holds more than its allocatable cpu.
+* no node holds more than its allocatable cpu;
+* a gang that must run in one zone, if bound, is bound in one zone.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def clusters(draw: Any) -> dict[str, Any]:
             for j in range(draw(st.integers(1, 3)))]
     return {"nodes": nodes, "sets": sets, "bare": draw(st.integers(0, 2)), "keep": draw(st.booleans()),
             "seed": draw(st.integers(0, 2 ** 16)), "defragment": draw(st.booleans()),
-            "compact": draw(st.booleans()), "spread": draw(st.booleans()), "gang": draw(st.integers(0, 2))}
+            "compact": draw(st.booleans()), "spread": draw(st.booleans()), "gang": draw(st.integers(0, 2)),
+            "gang_in_one_zone": draw(st.booleans())}
 
 
 def _budgeted(c: Cluster) -> None:
@@ -110,7 +113,7 @@ async def _check(spec: dict[str, Any]) -> None:
                 c.running(f"bare{b}", node)
         if spec["gang"]:
             biggest = max(cpu for _, cpu, _ in spec["nodes"])
-            env.native_group("g", spec["gang"])
+            env.native_group("g", spec["gang"], topology=ZONE if spec["gang_in_one_zone"] else "")
             for i in range(spec["gang"]):
                 env.pod(f"g-{i}", group="g", cpu=str(biggest))
         await run_for(env, 60, step=1.0)
@@ -121,6 +124,10 @@ async def _check(spec: dict[str, Any]) -> None:
         for name in c.evictions:
             assert name.rsplit("-", 1)[0] in c.sets, f"{name} is no ReplicaSet's pod"
         no_bounce_back(env)
+        gang = env.bound(*(f"g-{i}" for i in range(spec["gang"])))
+        if spec["gang_in_one_zone"] and gang:
+            zones = {n: z for n, _, z in spec["nodes"]}
+            assert len({zones[n] for n in gang.values()}) == 1, gang
         used: dict[str, int] = {}
         for path, o in objects.items():
             node = o.get("spec", {}).get("nodeName") if "/pods/" in path else None
