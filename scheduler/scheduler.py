@@ -168,7 +168,8 @@ class Scheduler(EventHandlers, GroupCycle, Holding, Binding):
         loop = self._loop
         if loop is None or loop.is_closed():   # asyncio.get_running_loop() is a getpid() system call: once
             loop = self._loop = asyncio.get_running_loop()
-        task = loop.create_task(coro)  # type: ignore[arg-type]
+        # a task made already (the preemption executor makes its own, to wait on it when synchronous) is kept
+        task = coro if isinstance(coro, asyncio.Future) else loop.create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
 
         def done(t: asyncio.Task[Any]) -> None:
