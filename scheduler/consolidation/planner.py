@@ -37,7 +37,7 @@ from scheduler.state.reservations import CAPACITY_FILTERS
 
 if TYPE_CHECKING:
     from scheduler.framework.runtime import Framework
-    from scheduler.state.cache import Cache
+    from scheduler.state.cache import Cache, PodState
 
 PREFER_NO_EVICTION = "descheduler.alpha.kubernetes.io/prefer-no-eviction"
 MOVABLE_KINDS = frozenset({"ReplicaSet", "StatefulSet"})
@@ -195,7 +195,8 @@ class Planner:
     def _target(self, w: WhatIf, pod: Pod, source: str, exclude: np.ndarray | None, q: Pod | None = None) -> str:
         """A new node for ``pod`` (lifted already; ``q``, its replacement, if made already): the fullest that
         passes its Filters, never ``source``."""
-        q = q or replacement(pod)
+        if q is None:
+            q = replacement(pod)
         rows = self.feasible(q)
         src = self.nodes.row(source)
         rows = rows[rows != src]
@@ -478,7 +479,7 @@ class Planner:
                 w.undo()
         return out
 
-    def spread_candidates(self, states: Iterable[Any], limit: int = MAX_SPREAD_CHECKS) -> list[Pod]:
+    def spread_candidates(self, states: Iterable["PodState"], limit: int = MAX_SPREAD_CHECKS) -> list[Pod]:
         """The movable pods among ``states`` (the cache's pod states) with hard spread constraints or required
         pod (anti-)affinity, at most ``limit``."""
         out: list[Pod] = []

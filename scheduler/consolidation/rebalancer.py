@@ -272,23 +272,26 @@ class Rebalancer:
     async def _spread(self, fw: "Framework", args: Any) -> Plan | None:
         spent = 0.0
         t0 = time.perf_counter()
+
+        async def pause() -> None:   # the loop free between chunks (cycles run); the pass's time counts only ours
+            nonlocal spent, t0
+            spent += time.perf_counter() - t0
+            await asyncio.sleep(0)
+            t0 = time.perf_counter()
+
         planner = self._planner(fw, args)
-        states = list(self.cache.pods.values())   # read in chunks, the loop free in between (a pod gone meanwhile
-        candidates: list[Pod] = []                # is not lifted, so not planned)
+        states = list(self.cache.pods.values())   # read in chunks (a pod gone meanwhile is not lifted: not planned)
+        candidates: list[Pod] = []
         for i in range(0, len(states), SCAN_CHUNK):
             candidates.extend(planner.spread_candidates(states[i:i + SCAN_CHUNK],
                                                         MAX_SPREAD_CHECKS - len(candidates)))
             if len(candidates) >= MAX_SPREAD_CHECKS:
                 break
-            spent += time.perf_counter() - t0
-            await asyncio.sleep(0)
-            t0 = time.perf_counter()
+            await pause()
         violators: list[Pod] = []
         for i in range(0, len(candidates), SPREAD_CHUNK):
             violators.extend(planner.violated(candidates[i:i + SPREAD_CHUNK]))
-            spent += time.perf_counter() - t0
-            await asyncio.sleep(0)   # a chunk of checks at a time: cycles run in between
-            t0 = time.perf_counter()
+            await pause()
         plan = planner.spread(violators) if violators else None
         spent += time.perf_counter() - t0
         if self.metrics is not None:
