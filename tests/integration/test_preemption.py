@@ -91,7 +91,9 @@ async def test_victims_get_disruption_target_and_the_preemptor_waits_for_them_to
         c = condition(env.pod("victim"), "DisruptionTarget")
         assert (c["status"], c["reason"]) == ("True", "PreemptionByScheduler")
         assert c["message"] == "tandem-scheduler: preempting to accommodate a higher priority pod"
-        assert (env.pod("victim")["metadata"] or {}).get("deletionTimestamp"), "terminating, not gone"
+        # the condition is written, then the pod deleted (two writes): the test may look in between
+        await eventually(lambda: ((env.pod("victim") or {}).get("metadata") or {}).get("deletionTimestamp"), 1.5,
+                         "the victim terminating (its 2 s grace period), not gone")
         await eventually(lambda: (env.pod("high") or {}).get("status", {}).get("nominatedNodeName") == "n1", 5,
                          "high nominated to n1")
         sched = env.app.scheduler
